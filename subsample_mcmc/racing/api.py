@@ -1,0 +1,330 @@
+r"""Public entry point of the racing core: :func:`best_arm`.
+
+Best-arm identification over a finite reward population (Sec. 2-3 of Chen &
+Ghahramani 2016): given ``D`` arms with ``N`` rewards each, find
+``argmax_i mu_i`` with ``mu_i = (1/N) sum_n l_{i,n} + offset_i`` reading rewards without
+replacement and stopping as soon as a confidence bound separates the arms, with
+error probability at most ``delta`` and never more than ``N D`` rewards read.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Callable, Optional, Union
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .bounds import b_normal, b_normal_union, num_stages
+from .control_variates import TaylorControlVariate
+from .lil_ucb import LIL_UCB_SETTINGS, lil_ucb, lil_ucb_parameters
+from .race import RaceResult, racing
+
+__all__ = ["best_arm", "METHODS", "VARIANCES", "trace_count"]
+
+METHODS = ("normal", "normal_union", "ebs", "lil_ucb", "exact")
+VARIANCES = ("pairwise", "marginal")
+_DEFAULT_FIRST_BATCH = {"normal": 50, "normal_union": 50, "ebs": 2}
+
+_TRACES = {"count": 0}
+
+
+def trace_count() -> int:
+    """How many times the jitted race has been traced (for retracing tests)."""
+    return _TRACES["count"]
+
+
+def _is_tracer(x) -> bool:
+    return isinstance(x, jax.core.Tracer)
+
+
+def _core(key, rewards, arm_offset, bound_param, ranges, control_variate, *, reward_fn, config):
+    _TRACES["count"] += 1
+    (method, variance, n_arms, n_total, first_batch, lil) = config
+    if reward_fn is None:
+
+        def block_fn(idx):
+            return jnp.take(rewards, idx, axis=1)
+
+        def pair_fn(arms, idx):
+            return rewards[arms, idx]
+    else:
+        block_fn = reward_fn
+
+        def pair_fn(arms, idx):
+            return block_fn(idx)[arms, jnp.arange(idx.shape[0])]
+
+    offsets = arm_offset
+    index_map = None
+    n_race = n_total
+    extra_evals = jnp.array(0, jnp.int32)
+    exact_ok = jnp.array(True)
+    if control_variate is not None:
+        cv = control_variate
+        h_mean = cv.mean()
+        n_exact = cv.bins.exact_indices.shape[0]
+        n_race = n_total - n_exact
+        base_block, base_pair = block_fn, pair_fn
+        if n_exact > 0:
+            exact_rewards = base_block(cv.bins.exact_indices)
+            exact_ok = jnp.all(jnp.isfinite(exact_rewards))
+            exact_sum = jnp.sum(jnp.where(exact_ok, exact_rewards, 0.0), axis=1)
+            offsets = (arm_offset * n_total + exact_sum) / n_race
+            index_map = cv.bins.raced_indices
+            extra_evals = jnp.array(n_exact * n_arms, jnp.int32)
+
+        def block_fn(idx):
+            return base_block(idx) - cv.values(idx) + h_mean[:, None]
+
+        def pair_fn(arms, idx):
+            h = cv.values(idx)[arms, jnp.arange(idx.shape[0])]
+            return base_pair(arms, idx) - h + h_mean[arms]
+
+    if method == "exact":
+        result = racing(
+            key, block_fn, offsets, bound_param, ranges, num_arms=n_arms,
+            population_size=n_race, first_batch=n_race, bound="normal",
+            variance="marginal", index_map=index_map,
+        )
+    elif method == "lil_ucb":
+        eps, beta, lam = lil
+        result = lil_ucb(
+            key, pair_fn, offsets, bound_param, ranges / 2.0, num_arms=n_arms,
+            population_size=n_race, epsilon=eps, beta=beta, lam=lam, index_map=index_map,
+        )
+    else:
+        result = racing(
+            key, block_fn, offsets, bound_param, ranges, num_arms=n_arms,
+            population_size=n_race, first_batch=first_batch,
+            bound="ebs" if method == "ebs" else "normal", variance=variance,
+            index_map=index_map,
+        )
+    bad = result.nonfinite | ~exact_ok
+    return result._replace(
+        arm=jnp.where(bad, -1, result.arm).astype(jnp.int32),
+        num_evaluations=result.num_evaluations + extra_evals,
+        nonfinite=bad,
+    )
+
+
+_core_jit = jax.jit(_core, static_argnames=("reward_fn", "config"))
+
+
+def _as_float_array(x):
+    x = jnp.asarray(x)
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        x = x.astype(jnp.float32)
+    return x
+
+
+def best_arm(
+    key: jax.Array,
+    rewards: Union[jax.Array, Callable[[jax.Array], jax.Array]],
+    *,
+    method: str = "normal",
+    delta: float = 0.05,
+    first_batch: Optional[int] = None,
+    variance: str = "pairwise",
+    reward_range=None,
+    control_variate: Optional[TaylorControlVariate] = None,
+    num_arms: Optional[int] = None,
+    population_size: Optional[int] = None,
+    arm_offset=None,
+    normal_event: str = "one_sided",
+    lil_ucb_setting: str = "heuristic",
+) -> RaceResult:
+    r"""Identify ``argmax_i mu_i`` from a fraction of the rewards, with error <= ``delta``.
+
+    ``mu_i = (1/N) sum_n l_{i,n} + arm_offset_i``: the Gumbel-max sampler of Eq. 3 puts
+    ``(log f0(i) + eps_i) / N`` in ``arm_offset`` so that tiny per-arm constants never
+    enter the float32 sums.
+
+    Methods (Sec. 3 of Chen & Ghahramani 2016):
+
+    * ``"normal"`` -- Racing-Normal, Alg. 1 with ``G_Normal`` (Eq. 9) and the exact
+      ``B_Normal(delta / D', m1 / N)`` of Corollary 4 (:func:`b_normal`);
+    * ``"normal_union"`` -- the same with the union-bound constant of Eq. 27;
+    * ``"ebs"`` -- Racing-EBS, Alg. 1 with the empirical Bernstein-Serfling bound
+      (Eq. 6-7); needs the reward ranges ``C_i``;
+    * ``"lil_ucb"`` -- adapted lil'UCB (Sec. 3.2) with scale ``C_i / 2``;
+    * ``"exact"`` -- read every reward (the reference the others approximate).
+
+    ``D' = D - 1`` with ``variance="pairwise"`` (``sigma_hat_{x,i}``, cost
+    O(D^2 T)) and ``D' = D`` with ``"marginal"`` (``sigma_hat_i``, cost O(D T)).
+
+    Args:
+        key: a ``jax.random`` key; it fixes the order in which data are read.
+        rewards: a ``[num_arms, N]`` array, or a function
+            ``indices -> [num_arms, len(indices)]`` (then pass ``num_arms`` and
+            ``population_size``).  A function should be a stable object (it is a
+            static argument of the jitted race) or be called inside your own ``jit``.
+        method: one of ``"normal"``, ``"normal_union"``, ``"ebs"``, ``"lil_ucb"``,
+            ``"exact"``.
+        delta: error level, in ``(0, 0.5)``.
+        first_batch: ``m1``, the first mini-batch; default 50 (Normal) or 2 (EBS),
+            capped at N.  Must lie in ``[2, N]``.
+        variance: ``"pairwise"`` or ``"marginal"``.
+        reward_range: ``C`` (scalar or ``[num_arms]``), the range
+            ``max_n l_{i,n} - min_n l_{i,n}`` of each arm's rewards; needed by
+            ``"ebs"`` and ``"lil_ucb"``.  Computed from an array when omitted (one
+            O(N D) pass); required for a function or with a control variate.
+        control_variate: a :class:`TaylorControlVariate` (Eq. 11); the race then
+            reads ``l - h + E[h]`` and the control variate's exact points are summed
+            exactly.
+        num_arms, population_size: ``D`` and ``N`` when ``rewards`` is a function.
+        arm_offset: ``[num_arms]`` constants added to the arm means.
+        normal_event: which passage event ``B_Normal`` inverts (see
+            :func:`b_normal`): ``"one_sided"`` (Eq. 5, default) or ``"two_sided"``
+            (reproduces Table 1 of the paper).
+        lil_ucb_setting: ``"heuristic"`` or ``"theory"`` (Jamieson et al. 2014).
+
+    Returns:
+        :class:`RaceResult` with ``arm``, ``num_evaluations``, ``num_stages``,
+        ``num_points_read`` and ``nonfinite``.
+
+    Raises:
+        ValueError: on bad arguments, and on non-finite rewards when they can be
+        seen (a concrete array, or a concrete result).  Inside ``jit``/``vmap`` a
+        non-finite reward yields ``arm == -1`` and ``nonfinite == True`` instead.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> rewards = jnp.stack([jnp.zeros(10000), jnp.full(10000, 0.5)])
+        >>> rewards = rewards + jax.random.normal(jax.random.PRNGKey(1), (2, 10000))
+        >>> r = best_arm(jax.random.PRNGKey(0), rewards, delta=0.01)
+        >>> int(r.arm), int(r.num_evaluations) < 2 * 10000
+        (1, True)
+    """
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if variance not in VARIANCES:
+        raise ValueError(f"variance must be one of {VARIANCES}, got {variance!r}")
+    if normal_event not in ("one_sided", "two_sided"):
+        raise ValueError(f"normal_event must be 'one_sided' or 'two_sided', got {normal_event!r}")
+    if lil_ucb_setting not in LIL_UCB_SETTINGS:
+        raise ValueError(f"lil_ucb_setting must be one of {LIL_UCB_SETTINGS}, got {lil_ucb_setting!r}")
+    try:
+        delta = float(delta)
+    except TypeError as err:
+        raise TypeError("delta must be a Python float (it is not traced)") from err
+    if not (0.0 < delta < 0.5):
+        raise ValueError(f"delta must lie in (0, 0.5), got {delta}; e.g. delta=0.05")
+
+    # --- the reward source -------------------------------------------------------
+    if callable(rewards):
+        if num_arms is None or population_size is None:
+            raise ValueError(
+                "rewards is a function: pass num_arms=D and population_size=N as well"
+            )
+        reward_fn, reward_array = rewards, None
+        n_arms, n_total = int(num_arms), int(population_size)
+    else:
+        reward_array = _as_float_array(rewards)
+        if reward_array.ndim != 2:
+            raise ValueError(
+                f"rewards must have shape [num_arms, N]; got shape {reward_array.shape}"
+            )
+        n_arms, n_total = reward_array.shape
+        if num_arms is not None and int(num_arms) != n_arms:
+            raise ValueError(f"num_arms={num_arms} but rewards has {n_arms} rows")
+        if population_size is not None and int(population_size) != n_total:
+            raise ValueError(f"population_size={population_size} but rewards has {n_total} columns")
+        reward_fn = None
+        if not _is_tracer(reward_array):
+            bad = ~jnp.isfinite(reward_array)
+            if bool(jnp.any(bad)):
+                arm, idx = np.argwhere(np.asarray(bad))[0]
+                raise ValueError(
+                    f"rewards contains a non-finite value (first at arm {arm}, index {idx}); "
+                    "racing needs finite rewards"
+                )
+    if n_arms < 2:
+        raise ValueError(f"need at least 2 arms, got num_arms={n_arms}")
+    if n_total < 2:
+        raise ValueError(f"need a population of at least 2 rewards per arm, got N={n_total}")
+
+    n_race = n_total
+    if control_variate is not None:
+        if not isinstance(control_variate, TaylorControlVariate):
+            raise TypeError("control_variate must be a TaylorControlVariate (see taylor_control_variate)")
+        if control_variate.num_arms != n_arms:
+            raise ValueError(
+                f"control_variate has {control_variate.num_arms} arms, rewards have {n_arms}"
+            )
+        if control_variate.bins.data.shape[0] != n_total:
+            raise ValueError(
+                f"control_variate was built on {control_variate.bins.data.shape[0]} data points, "
+                f"rewards have N={n_total}"
+            )
+        n_race = n_total - control_variate.bins.exact_indices.shape[0]
+
+    # --- first batch and schedule -------------------------------------------------
+    if method in ("lil_ucb", "exact"):
+        m1 = n_race
+    else:
+        if first_batch is None:
+            m1 = min(_DEFAULT_FIRST_BATCH[method], n_race)
+        else:
+            if isinstance(first_batch, bool) or int(first_batch) != first_batch:
+                raise ValueError(f"first_batch must be an integer, got {first_batch!r}")
+            m1 = int(first_batch)
+        if m1 < 2 or m1 > n_race:
+            raise ValueError(
+                f"first_batch must lie in [2, N={n_race}] (the raced population), got {m1}"
+            )
+    stages_total = num_stages(n_race, m1)
+
+    # --- offsets and ranges ------------------------------------------------------
+    if arm_offset is None:
+        offsets = jnp.zeros((n_arms,), jnp.float32)
+    else:
+        offsets = _as_float_array(arm_offset)
+        if offsets.shape != (n_arms,):
+            raise ValueError(f"arm_offset must have shape ({n_arms},), got {offsets.shape}")
+    needs_range = method in ("ebs", "lil_ucb")
+    if reward_range is None:
+        if needs_range:
+            if reward_array is None or control_variate is not None:
+                raise ValueError(
+                    f"method={method!r} needs reward_range=C (the range of each arm's rewards) "
+                    "when rewards is a function or a control variate is used"
+                )
+            ranges = jnp.max(reward_array, axis=1) - jnp.min(reward_array, axis=1)
+        else:
+            ranges = jnp.zeros((n_arms,), jnp.float32)
+    else:
+        ranges = jnp.broadcast_to(_as_float_array(reward_range), (n_arms,))
+        if not _is_tracer(ranges) and not bool(jnp.all(jnp.isfinite(ranges) & (ranges >= 0))):
+            raise ValueError(f"reward_range must be finite and >= 0, got {reward_range}")
+
+    # --- the bound's constant (computed in Python, passed traced: no retrace) -------
+    d_prime = (n_arms - 1) if variance == "pairwise" else n_arms
+    lil = None
+    if method == "normal":
+        param = b_normal(delta / d_prime, m1 / n_race, event=normal_event)
+    elif method == "normal_union":
+        param = b_normal_union(delta / d_prime, stages_total)
+    elif method == "ebs":
+        param = math.log(5.0 * max(stages_total - 1, 1) / (delta / d_prime))
+    elif method == "lil_ucb":
+        eps, beta, lam, param = lil_ucb_parameters(lil_ucb_setting, n_arms, delta)
+        lil = (eps, beta, lam)
+    else:
+        param = 0.0
+    if math.isinf(param):
+        param = 0.0  # no stage before the exact one: the constant is never used
+    bound_param = jnp.asarray(param, jnp.float32)
+
+    config = (method, variance, n_arms, n_total, m1, lil)
+    result = _core_jit(
+        key, reward_array, offsets, bound_param, ranges, control_variate,
+        reward_fn=reward_fn, config=config,
+    )
+    if not _is_tracer(result.nonfinite) and bool(jnp.any(result.nonfinite)):
+        raise ValueError(
+            "the rewards function returned a NaN or infinite reward; the race stopped "
+            "(inside jit/vmap this is reported as arm == -1, nonfinite == True)"
+        )
+    return result
