@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .bounds import b_normal, b_normal_union, num_stages
+from .bounds import b_normal, b_normal_traced, b_normal_union, num_stages
 from .control_variates import TaylorControlVariate
 from .lil_ucb import LIL_UCB_SETTINGS, lil_ucb, lil_ucb_parameters
 from .race import RaceResult, racing
@@ -134,6 +134,7 @@ def best_arm(
     arm_offset=None,
     normal_event: str = "one_sided",
     lil_ucb_setting: str = "heuristic",
+    check_finite: bool = True,
 ) -> RaceResult:
     r"""Identify ``argmax_i mu_i`` from a fraction of the rewards, with error <= ``delta``.
 
@@ -162,7 +163,9 @@ def best_arm(
             static argument of the jitted race) or be called inside your own ``jit``.
         method: one of ``"normal"``, ``"normal_union"``, ``"ebs"``, ``"lil_ucb"``,
             ``"exact"``.
-        delta: error level, in ``(0, 0.5)``.
+        delta: error level, in ``(0, 0.5)``.  A traced scalar is accepted (e.g.
+            ``vmap`` over error levels): ``B_Normal`` then comes from a cached table
+            (:func:`b_normal_traced`, ~1e-4 accurate) and the range is not checked.
         first_batch: ``m1``, the first mini-batch; default 50 (Normal) or 2 (EBS),
             capped at N.  Must lie in ``[2, N]``.
         variance: ``"pairwise"`` or ``"marginal"``.
@@ -179,6 +182,9 @@ def best_arm(
             :func:`b_normal`): ``"one_sided"`` (Eq. 5, default) or ``"two_sided"``
             (reproduces Table 1 of the paper).
         lil_ucb_setting: ``"heuristic"`` or ``"theory"`` (Jamieson et al. 2014).
+        check_finite: scan a concrete reward array for NaN/inf before racing (one
+            O(N D) NumPy pass; skipped for traced arrays, e.g. inside ``jit``).
+            Rewards the race reads are always checked.
 
     Returns:
         :class:`RaceResult` with ``arm``, ``num_evaluations``, ``num_stages``,
@@ -205,12 +211,14 @@ def best_arm(
         raise ValueError(f"normal_event must be 'one_sided' or 'two_sided', got {normal_event!r}")
     if lil_ucb_setting not in LIL_UCB_SETTINGS:
         raise ValueError(f"lil_ucb_setting must be one of {LIL_UCB_SETTINGS}, got {lil_ucb_setting!r}")
-    try:
-        delta = float(delta)
-    except TypeError as err:
-        raise TypeError("delta must be a Python float (it is not traced)") from err
-    if not (0.0 < delta < 0.5):
-        raise ValueError(f"delta must lie in (0, 0.5), got {delta}; e.g. delta=0.05")
+    traced_delta = _is_tracer(delta)
+    if not traced_delta:
+        try:
+            delta = float(delta)
+        except TypeError as err:
+            raise TypeError(f"delta must be a float, got {delta!r}") from err
+        if not (0.0 < delta < 0.5):
+            raise ValueError(f"delta must lie in (0, 0.5), got {delta}; e.g. delta=0.05")
 
     # --- the reward source -------------------------------------------------------
     if callable(rewards):
@@ -232,10 +240,10 @@ def best_arm(
         if population_size is not None and int(population_size) != n_total:
             raise ValueError(f"population_size={population_size} but rewards has {n_total} columns")
         reward_fn = None
-        if not _is_tracer(reward_array):
-            bad = ~jnp.isfinite(reward_array)
-            if bool(jnp.any(bad)):
-                arm, idx = np.argwhere(np.asarray(bad))[0]
+        if check_finite and not _is_tracer(reward_array):
+            bad = ~np.isfinite(np.asarray(reward_array))
+            if bad.any():
+                arm, idx = np.argwhere(bad)[0]
                 raise ValueError(
                     f"rewards contains a non-finite value (first at arm {arm}, index {idx}); "
                     "racing needs finite rewards"
@@ -296,25 +304,30 @@ def best_arm(
             ranges = jnp.zeros((n_arms,), jnp.float32)
     else:
         ranges = jnp.broadcast_to(_as_float_array(reward_range), (n_arms,))
-        if not _is_tracer(ranges) and not bool(jnp.all(jnp.isfinite(ranges) & (ranges >= 0))):
+        if not _is_tracer(ranges) and not np.all(np.isfinite(np.asarray(ranges)) & (np.asarray(ranges) >= 0)):
             raise ValueError(f"reward_range must be finite and >= 0, got {reward_range}")
 
     # --- the bound's constant (computed in Python, passed traced: no retrace) -------
     d_prime = (n_arms - 1) if variance == "pairwise" else n_arms
     lil = None
-    if method == "normal":
+    if method == "lil_ucb":
+        eps, beta, lam, param = lil_ucb_parameters(lil_ucb_setting, n_arms, delta)
+        lil = (eps, beta, lam)
+    elif method == "exact" or stages_total == 1:
+        param = 0.0  # no stage before the exact one: the constant is never used
+    elif traced_delta:  # e.g. vmapped over error levels: closed forms / tabulated B
+        if method == "normal":
+            param = b_normal_traced(delta / d_prime, m1 / n_race, normal_event)
+        elif method == "normal_union":
+            param = -jax.scipy.special.ndtri(delta / d_prime / (stages_total - 1))
+        else:
+            param = jnp.log(5.0 * (stages_total - 1) / (delta / d_prime))
+    elif method == "normal":
         param = b_normal(delta / d_prime, m1 / n_race, event=normal_event)
     elif method == "normal_union":
         param = b_normal_union(delta / d_prime, stages_total)
-    elif method == "ebs":
-        param = math.log(5.0 * max(stages_total - 1, 1) / (delta / d_prime))
-    elif method == "lil_ucb":
-        eps, beta, lam, param = lil_ucb_parameters(lil_ucb_setting, n_arms, delta)
-        lil = (eps, beta, lam)
     else:
-        param = 0.0
-    if math.isinf(param):
-        param = 0.0  # no stage before the exact one: the constant is never used
+        param = math.log(5.0 * (stages_total - 1) / (delta / d_prime))
     bound_param = jnp.asarray(param, jnp.float32)
 
     config = (method, variance, n_arms, n_total, m1, lil)

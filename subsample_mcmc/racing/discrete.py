@@ -27,6 +27,7 @@ class DiscreteSample(NamedTuple):
 
     value: jax.Array
     race: RaceResult
+    gumbel: jax.Array  # the Gumbel noise eps used (for coupling with the exact sampler)
 
 
 def sample_discrete(
@@ -75,4 +76,4 @@ def sample_discrete(
         key_race, log_fn, method=method, arm_offset=offsets, num_arms=n_arms,
         population_size=n_total, **race_options,
     )
-    return DiscreteSample(race.arm, race)
+    return DiscreteSample(race.arm, race, gumbel)

@@ -48,14 +48,18 @@ __all__ = ["lil_ucb", "lil_ucb_parameters", "LIL_UCB_SETTINGS"]
 LIL_UCB_SETTINGS = ("heuristic", "theory")
 
 
-def lil_ucb_parameters(setting: str, num_arms: int, delta: float) -> tuple[float, float, float, float]:
-    """``(epsilon, beta, lambda, delta')`` for a setting of Jamieson et al. (2014)."""
+def lil_ucb_parameters(setting: str, num_arms: int, delta):
+    """``(epsilon, beta, lambda, delta')`` for a setting of Jamieson et al. (2014).
+
+    ``delta`` may be a Python float or a (traced) JAX scalar.
+    """
+    sqrt = math.sqrt if isinstance(delta, (float, int)) else jnp.sqrt
     if setting == "heuristic":
         return 0.0, 0.5, 1.0 + 10.0 / num_arms, delta / 5.0
     if setting == "theory":
         eps, beta = 0.01, 1.0
         c_eps = (2.0 + eps) / eps * (1.0 / math.log(1.0 + eps)) ** (1.0 + eps)
-        s = 0.5 * (math.sqrt(1.0 + delta) - 1.0)  # 4 s + 4 s^2 = delta, s = sqrt(c delta')
+        s = 0.5 * (sqrt(1.0 + delta) - 1.0)  # 4 s + 4 s^2 = delta, s = sqrt(c delta')
         return eps, beta, ((2.0 + beta) / beta) ** 2, s * s / c_eps
     raise ValueError(f"lil_ucb setting must be one of {LIL_UCB_SETTINGS}, got {setting!r}")
 

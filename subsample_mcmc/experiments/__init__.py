@@ -1,0 +1,1 @@
+"""Reproductions of the papers' experiments, shared by tests, benchmarks and notebooks."""
