@@ -111,38 +111,43 @@ def _norm_sf(z):
     return 0.5 * special.erfc(np.asarray(z) / math.sqrt(2.0))
 
 
-def passage_probability(bound: float, first_fraction: float, event: str = "one_sided") -> float:
+def passage_probability(bound, first_fraction: float, event: str = "one_sided"):
     r"""Probability that the standardised stage estimates cross ``bound`` before ``t*``.
 
     ``event="one_sided"``: ``P(max_{t<t*} z_t > B)`` (Eq. 5 with ``G_Normal``);
     ``event="two_sided"``: ``P(max_{t<t*} |z_t| > B)``; ``z`` is the Gauss-Markov
     chain of Corollary 4 (Eq. 8) for the doubling schedule with
-    ``pi_1 = first_fraction``.
+    ``pi_1 = first_fraction``.  ``bound`` may be a float or an array (vectorised).
     """
+    bounds = np.atleast_1d(np.asarray(bound, dtype=np.float64))
     pis = _stage_fractions(first_fraction)
     if len(pis) == 0:
-        return 0.0
+        out = np.zeros_like(bounds)
+        return float(out[0]) if np.ndim(bound) == 0 else out
     two = event == "two_sided"
-    lower = -bound if two else _LOWER
-    if bound <= lower:
-        return 1.0
+    lower = -bounds if two else np.full_like(bounds, _LOWER)
+    valid = bounds > lower
+    upper = np.where(valid, bounds, lower + 1.0)
     x, w = np.polynomial.legendre.leggauss(_NODES)
-    x = 0.5 * (bound - lower) * x + 0.5 * (bound + lower)
-    w = 0.5 * (bound - lower) * w
-    crossed = float(_norm_sf(bound)) * (2.0 if two else 1.0)
+    half = 0.5 * (upper - lower)[:, None]
+    x = half * x[None, :] + 0.5 * (upper + lower)[:, None]  # [nb, nodes]
+    w = half * w[None, :]
+    b = upper[:, None]
+    crossed = _norm_sf(upper) * (2.0 if two else 1.0)
     density = np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)  # z_1 below the bound
     for t in range(1, len(pis)):
         rho = math.sqrt(pis[t - 1] * (1.0 - pis[t]) / (pis[t] * (1.0 - pis[t - 1])))
         s = math.sqrt(1.0 - rho * rho)
-        step = _norm_sf((bound - rho * x) / s)
+        step = _norm_sf((b - rho * x) / s)
         if two:
-            step = step + _norm_sf((bound + rho * x) / s)
-        crossed += float(np.sum(w * density * step))
-        kernel = np.exp(-0.5 * ((x[:, None] - rho * x[None, :]) / s) ** 2) / (
+            step = step + _norm_sf((b + rho * x) / s)
+        crossed = crossed + np.sum(w * density * step, axis=1)
+        kernel = np.exp(-0.5 * ((x[:, :, None] - rho * x[:, None, :]) / s) ** 2) / (
             s * math.sqrt(2.0 * math.pi)
         )
-        density = kernel @ (w * density)
-    return min(crossed, 1.0)
+        density = np.einsum("bij,bj->bi", kernel, w * density)
+    out = np.where(valid, np.minimum(crossed, 1.0), 1.0)
+    return float(out[0]) if np.ndim(bound) == 0 else out
 
 
 def _check(delta: float, first_fraction: float, upper: float = 0.5) -> None:
@@ -159,13 +164,19 @@ def _check(delta: float, first_fraction: float, upper: float = 0.5) -> None:
 def _b_normal_cached(delta: float, first_fraction: float, event: str) -> float:
     if len(_stage_fractions(first_fraction)) == 0:
         return math.inf  # m1 = N: no stage before the exact one
-    target = 2.0 * delta if event == "two_sided" else delta
-    lo, hi = (1e-6 if event == "two_sided" else -8.0), 40.0
+    k = len(_stage_fractions(first_fraction))
+    # bracket: one stage alone <= E(B) <= union over the k stages (Eq. 27)
+    lo = float(-special.ndtri(delta)) - 1e-6
+    hi = float(-special.ndtri(delta / k)) + 1e-6
+    log_target = math.log(2.0 * delta if event == "two_sided" else delta)
+    if event == "two_sided":
+        lo = max(lo, 1e-6)
+        hi = max(hi, float(-special.ndtri(delta / (2 * k)))) + 1e-6
 
     def f(b):
-        return math.log(max(passage_probability(b, first_fraction, event), 1e-300)) - math.log(target)
+        return math.log(max(passage_probability(b, first_fraction, event), 1e-300)) - log_target
 
-    return float(optimize.brentq(f, lo, hi, xtol=1e-9, rtol=1e-12))
+    return float(optimize.brentq(f, lo, hi, xtol=1e-8, rtol=1e-12))
 
 
 def b_normal(delta: float, first_fraction: float, event: str = "one_sided") -> float:
@@ -215,9 +226,10 @@ def b_normal_table(first_fraction: float, event: str = "one_sided") -> tuple[np.
     """
     grid = np.linspace(0.0, 8.5, 341)
     scale = 0.5 if event == "two_sided" else 1.0
-    log_delta = np.array(
-        [math.log(max(scale * passage_probability(b, first_fraction, event), 1e-300)) for b in grid]
+    probs = np.concatenate(
+        [passage_probability(chunk, first_fraction, event) for chunk in np.array_split(grid, 8)]
     )
+    log_delta = np.log(np.maximum(scale * probs, 1e-300))
     # increasing in log delta for np.interp / jnp.interp
     return log_delta[::-1].copy(), grid[::-1].copy()
 

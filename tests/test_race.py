@@ -1,0 +1,152 @@
+"""Alg. 1 racing and adapted lil'UCB: exactness, error rates, early exit, precision."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import stats
+
+from subsample_mcmc.racing import best_arm, doubling_schedule, trace_count
+from subsample_mcmc.experiments.synthetic import make_problem, run_setting
+
+RACING = [("normal", "pairwise"), ("normal", "marginal"), ("normal_union", "pairwise"),
+          ("ebs", "pairwise"), ("ebs", "marginal"), ("lil_ucb", "pairwise")]
+
+
+def _truth(rewards, offset=None):
+    means = np.asarray(rewards, np.float64).mean(1)
+    if offset is not None:
+        means = means + np.asarray(offset, np.float64)
+    return int(np.argmax(means))
+
+
+@pytest.mark.parametrize("method,variance", RACING)
+def test_hard_race_reaching_the_end_is_exact(method, variance):
+    """When a race reads all N points, G = 0 and it must return the exact arm.
+
+    Gaps far below the noise force every race to the last stage for every bound.
+    """
+    rng = np.random.default_rng(3)
+    n, d = 3000, 4
+    for trial in range(4):
+        rewards = rng.standard_normal((d, n)).astype(np.float32)
+        offset = rng.standard_normal(d).astype(np.float32) * 1e-6
+        r = best_arm(jax.random.PRNGKey(trial), rewards, method=method, variance=variance,
+                     arm_offset=offset, delta=0.05)
+        assert int(r.num_points_read) == n
+        assert int(r.arm) == _truth(rewards, offset)
+
+
+@pytest.mark.parametrize("method", ["normal", "ebs"])
+def test_first_batch_equal_to_population_is_exact(method):
+    rng = np.random.default_rng(0)
+    n, d = 2000, 7
+    for trial in range(5):
+        rewards = (rng.lognormal(0, 2, (d, n)) * 1e-3 + rng.standard_normal(d)[:, None] * 1e-4)
+        rewards = rewards.astype(np.float32)
+        r = best_arm(jax.random.PRNGKey(trial), rewards, method=method, first_batch=n)
+        assert int(r.arm) == _truth(rewards)
+        assert int(r.num_stages) == 1 and int(r.num_evaluations) == n * d
+
+
+def test_easy_race_stops_at_first_stage_with_exact_cost():
+    n = 100_000
+    rewards = jnp.stack([jnp.zeros(n), jnp.ones(n)]) + 0.01 * jax.random.normal(jax.random.PRNGKey(0), (2, n))
+    r = best_arm(jax.random.PRNGKey(1), rewards, first_batch=64)
+    assert int(r.arm) == 1
+    assert int(r.num_stages) == 1 and int(r.num_points_read) == 64 and int(r.num_evaluations) == 128
+
+
+def test_unreached_stages_are_skipped():
+    """A stage the race does not reach evaluates no rewards (true early exit)."""
+    n, m1 = 1 << 14, 32
+    seen = []
+    gap = 0.2
+    base = jax.random.normal(jax.random.PRNGKey(0), (3, n)) + jnp.array([0.0, gap, 2 * gap])[:, None]
+
+    def rewards(idx):
+        jax.debug.callback(lambda k: seen.append(int(k)), idx.shape[0])
+        return base[:, idx]
+
+    r = best_arm(jax.random.PRNGKey(2), rewards, num_arms=3, population_size=n, first_batch=m1)
+    jax.effects_barrier()
+    sizes = doubling_schedule(n, m1)
+    stop = int(r.num_stages)
+    assert 1 < stop < len(sizes)
+    expected = [sizes[0]] + [b - a for a, b in zip(sizes[: stop - 1], sizes[1:stop])]
+    assert seen == expected
+    assert int(r.num_points_read) == sizes[stop - 1]
+
+
+def test_vmap_matches_single_races_and_compiles_once():
+    n, d = 4096, 5
+    rewards = jax.random.normal(jax.random.PRNGKey(0), (d, n)) * 0.3 + jnp.linspace(0, 0.05, d)[:, None]
+    keys = jax.random.split(jax.random.PRNGKey(1), 16)
+    batched = jax.vmap(lambda k: best_arm(k, rewards, delta=0.1))(keys)
+    for i in range(16):
+        single = best_arm(keys[i], rewards, delta=0.1)
+        assert int(single.arm) == int(batched.arm[i])
+        assert int(single.num_evaluations) == int(batched.num_evaluations[i])
+
+
+def test_no_retracing_for_new_data_keys_and_delta():
+    n, d = 3000, 3
+    a = jax.random.normal(jax.random.PRNGKey(0), (d, n))
+    best_arm(jax.random.PRNGKey(0), a, delta=0.05, first_batch=30)
+    before = trace_count()
+    for i, delta in enumerate([0.01, 0.2, 0.05]):
+        b = jax.random.normal(jax.random.PRNGKey(i + 1), (d, n))
+        best_arm(jax.random.PRNGKey(i), b, delta=delta, first_batch=30)
+    assert trace_count() == before
+
+
+@pytest.mark.parametrize("distribution,sigma,num_arms", [("normal", 0.1, 10), ("lognormal", 0.1, 2),
+                                                         ("uniform", 0.1, 10)])
+def test_error_rate_below_delta(distribution, sigma, num_arms):
+    """The synthetic experiment of Sec. 5.1 at CI size: error <= delta (binomial CI).
+
+    sigma = 0.1 is the 'very hard' setting where Racing-Normal's bound is sharp, so a
+    bound too small (or a wrong B_Normal) shows up as an excess of errors.
+    """
+    problem = make_problem(11, num_arms, 10_000, distribution, sigma)
+    delta, races = 0.1, 400
+    out = run_setting(problem, method="normal", delta=delta, num_races=races, batch_size=1)
+    limit = stats.binom.ppf(1 - 1e-3, races, delta)
+    assert out["errors"] <= limit, out
+    assert out["fraction_read"] < 1.0
+
+
+def test_error_rate_other_bounds():
+    problem = make_problem(5, 10, 10_000, "normal", 0.1)
+    for method, variance in [("ebs", "pairwise"), ("normal", "marginal"), ("lil_ucb", "pairwise")]:
+        races = 60 if method == "lil_ucb" else 200
+        out = run_setting(problem, method=method, variance=variance, delta=0.1, num_races=races,
+                          batch_size=1)
+        assert out["errors"] <= stats.binom.ppf(1 - 1e-3, races, 0.1), out
+
+
+def test_easy_setting_reads_a_small_fraction():
+    problem = make_problem(2, 10, 100_000, "normal", 1e-5)
+    out = run_setting(problem, method="normal", delta=0.05, num_races=50, batch_size=1)
+    assert out["errors"] == 0 or out["errors"] <= stats.binom.ppf(1 - 1e-3, 50, 0.05)
+    assert out["fraction_read"] < 0.02
+
+
+def test_precision_at_ten_million():
+    """Float32 sums of 1e7 rewards near 1000 cannot resolve a 3e-5 gap; differences can."""
+    n = 10_000_000
+    key = jax.random.PRNGKey(0)
+    base = 1000.0 + 0.01 * jax.random.normal(key, (n,), jnp.float32)
+    rewards = jnp.stack([base, base + jnp.float32(6.103515625e-05) * (jax.random.uniform(
+        jax.random.PRNGKey(1), (n,)) < 0.5)])  # arm 1 = arm 0 + one ulp half the time
+    true_gap = float(np.mean(np.asarray(rewards[1], np.float64) - np.asarray(rewards[0], np.float64)))
+    assert true_gap > 0
+    for offset in (0.0, -0.9 * true_gap, -1.1 * true_gap):
+        exact = best_arm(key, rewards, method="exact", arm_offset=jnp.array([0.0, offset]))
+        assert int(exact.arm) == (1 if true_gap + offset > 0 else 0)
+    # a race at this size stops early and is right
+    r = best_arm(key, rewards, delta=0.01)
+    assert int(r.arm) == 1 and int(r.num_points_read) < n
+    # what a naive float32 total gets: sums ~1e10 have spacing 1024 > N * gap ~ 300
+    naive = jnp.sum(rewards, axis=1)
+    assert abs(float(naive[1] - naive[0]) - true_gap * n) > 0.5 * true_gap * n
