@@ -62,6 +62,8 @@ def main(argv=None) -> int:
     demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--json", action="store_true")
     demo.set_defaults(func=_demo)
+    from .bandits.cli import add_subparser as _add_bandits
+    _add_bandits(sub)
     args = parser.parse_args(argv)
     return args.func(args)
 

@@ -56,6 +56,11 @@ class IndexState(NamedTuple):
     remaining: jax.Array   # UCB2: plays left in the running epoch
 
 
+def _positive(name, value):
+    if not value > 0:
+        raise ValueError(f"{name} must be > 0, got {value}")
+
+
 def _init(params, key, spec):
     k = spec.num_arms
     z = jnp.zeros((k,), jnp.float32)
@@ -168,7 +173,8 @@ def _kl_ucb_index(params, tk, mean, sd, t):
 
 
 def ucb1(C: float = 2.0) -> Policy:
-    """UCB1 (Eq. 2 of Maes et al.; Auer et al. 2002), default ``C = 2``."""
+    """UCB1 (Eq. 2 of Maes et al.; Auer et al. 2002), default ``C = 2``; ``C > 0``."""
+    _positive("C", C)
     return index_policy("ucb1", _ucb1_index, (float(C),), ("C",))
 
 
@@ -184,13 +190,19 @@ def ucb1_tuned_std() -> Policy:
 
 
 def ucb_v(c: float = 1.0, zeta: float = 1.0) -> Policy:
-    """UCB-V (Eq. 5 of Maes et al.; Audibert, Munos & Szepesvari 2009), ``c = zeta = 1``."""
+    """UCB-V (Eq. 5 of Maes et al.; Audibert, Munos & Szepesvari 2009), ``c = zeta = 1``;
+    both must be > 0."""
+    _positive("c", c)
+    _positive("zeta", zeta)
     return index_policy("ucb_v", _ucb_v_index, (float(c), float(zeta)), ("c", "zeta"))
 
 
 def kl_ucb(c: float = 0.0) -> Policy:
     """KL-UCB (Garivier & Cappe 2011): ``max{q : t_k kl(rbar_k, q) <= ln t + c ln ln t}``;
-    Maes et al. report ``c = 0`` and ``c = 3``."""
+    Maes et al. report ``c = 0`` and ``c = 3`` (and tuned negative values, so any finite
+    ``c`` is accepted)."""
+    if not jnp.isfinite(c):
+        raise ValueError(f"c must be finite, got {c}")
     return index_policy("kl_ucb", _kl_ucb_index, (float(c),), ("c",))
 
 
@@ -228,6 +240,8 @@ def ucb2(alpha: float = 1e-3) -> Policy:
     until a non-empty epoch; we jump there directly: the state keeps ``tau_j`` and an
     epoch of arm j moves ``tau_j`` to the next value of ``ceil((1+alpha)^r)``.
     """
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
     return Policy("ucb2", _init, _ucb2_select, _ucb2_update, (float(alpha),), ("alpha",))
 
 
@@ -265,7 +279,9 @@ def _ucb2_update(params, state, key, t, arm, reward, obs):
 def eps_greedy(c: float = 1.0, d: float = 1.0) -> Policy:
     r"""eps_n-greedy (Auer et al. 2002, Fig. 3): ``eps_t = min(1, c K / (d^2 t))``; with
     probability ``eps_t`` a uniform arm, else the best empirical mean (ties at random).
-    Every arm is played once first, as for the index policies."""
+    Every arm is played once first, as for the index policies.  ``c, d > 0``."""
+    _positive("c", c)
+    _positive("d", d)
     return Policy("eps_greedy", _init, _eps_greedy_select, _update, (float(c), float(d)),
                   ("c", "d"))
 
