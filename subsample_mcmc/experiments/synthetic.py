@@ -14,7 +14,10 @@ fraction of the ``N D`` rewards read.
 from __future__ import annotations
 
 import functools
+import json
+import os
 import time
+from pathlib import Path
 from typing import NamedTuple
 
 import jax
@@ -28,6 +31,7 @@ __all__ = [
     "DISTRIBUTIONS", "make_problem", "Problem", "run_setting", "clopper_pearson",
     "METHOD_CONFIGS", "SIGMAS", "GridSetting", "benchmark_grid", "merge_records",
     "run_grid_setting", "run_grid", "summarize", "records_to_markdown",
+    "RESULTS_PATH", "NOTEBOOK_SIZE_ENV", "notebook_records",
 ]
 
 DISTRIBUTIONS = ("normal", "uniform", "lognormal")
@@ -370,10 +374,10 @@ def summarize(records: list[dict]) -> dict:
     return out
 
 
-def records_to_markdown(records: list[dict], header: str = "") -> str:
-    """A markdown report: headline summary (:func:`summarize`) and one table row
-    per setting -- error rate with its 95% Clopper-Pearson interval, whether the
-    error exceeds delta beyond the interval, fraction of rewards read, races, time."""
+def records_to_markdown(records: list[dict], header: str = "", *, table: bool = True) -> str:
+    """A markdown report: headline summary (:func:`summarize`) and, with ``table``,
+    one row per setting -- error rate with its 95% Clopper-Pearson interval, whether
+    the error exceeds delta beyond the interval, fraction of rewards read, races, time."""
     s = summarize(records)
     lines = [header.rstrip(), ""] if header else []
     lines += ["## Headline", "", "Racing-Normal, max empirical error / delta per D:", ""]
@@ -404,6 +408,8 @@ def records_to_markdown(records: list[dict], header: str = "") -> str:
     for (d, label), fs in rows.items():
         lines.append(f"| {d} | {label} | " + " | ".join(
             f"{fs[x]:.3g}" if x in fs else "-" for x in sigmas) + " |")
+    if not table:
+        return "\n".join(lines) + "\n"
     lines += ["", "## All settings", "",
               "| D | distribution | sigma | method | delta | races | errors | error rate | 95% CI "
               "| > delta beyond CI | fraction read | seconds |",
@@ -418,3 +424,33 @@ def records_to_markdown(records: list[dict], header: str = "") -> str:
             f"{r['seconds']:.2f} |"
         )
     return "\n".join(lines) + "\n"
+
+
+#: where ``benchmarks/racing_synthetic.py --size full`` writes its records
+RESULTS_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "racing_synthetic.json"
+#: notebooks run their small grid live when this variable is ``"small"`` (CI)
+NOTEBOOK_SIZE_ENV = "SUBSAMPLE_MCMC_NOTEBOOK_SIZE"
+
+
+def notebook_records(path: str | Path | None = None, *, seed: int = 0) -> tuple[list[dict], str]:
+    """Records for the notebook, and a sentence saying where they come from.
+
+    If the environment variable ``SUBSAMPLE_MCMC_NOTEBOOK_SIZE`` is ``"small"``,
+    the small grid (:func:`benchmark_grid`) is run live (about half a minute);
+    otherwise the full benchmark's JSON (``path``, default :data:`RESULTS_PATH`)
+    is loaded when it exists, else the small grid is run.
+    """
+    path = RESULTS_PATH if path is None else Path(path)
+    if os.environ.get(NOTEBOOK_SIZE_ENV, "").strip().lower() != "small" and path.exists():
+        data = json.loads(path.read_text())
+        meta = data.get("meta", {})
+        return data["records"], (
+            f"Loaded {len(data['records'])} settings of the full benchmark from {path.name} "
+            f"(seed {meta.get('seed')}, run in {meta.get('total_seconds', float('nan')) / 60:.0f} min)."
+        )
+    t0 = time.perf_counter()
+    records = run_grid(benchmark_grid("small"), seed=seed, progress=False)
+    return records, (
+        f"Ran the small grid live ({len(records)} settings, D = 10, N = 1e4) in "
+        f"{time.perf_counter() - t0:.0f} s."
+    )
