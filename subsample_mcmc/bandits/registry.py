@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Callable, Dict
 
-from . import index, thompson
+from . import ensemble, index, thompson
 from .base import Policy
 
 __all__ = ["POLICIES", "make_policy", "parse_policy", "register_policy"]
@@ -32,6 +32,9 @@ POLICIES: Dict[str, Callable[..., Policy]] = {
     "b_mots": lambda **kw: thompson.dynamic_batch(thompson.mots(**kw)),
     "b_mots_j": lambda **kw: thompson.dynamic_batch(thompson.mots_j(**kw)),
     "b_ts_contextual": lambda **kw: thompson.dynamic_batch(thompson.ts_contextual(**kw)),
+    # ensemble sampling, Lu & Van Roy
+    "es_gaussian": lambda num_models=10, **kw: ensemble.ensemble_gaussian(int(num_models), **kw),
+    "es_linear": lambda num_models=10, **kw: ensemble.ensemble_linear(int(num_models), **kw),
 }
 
 
