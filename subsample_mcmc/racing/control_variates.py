@@ -73,8 +73,8 @@ def make_data_bins(
             units of the data's standard deviation) that every race reads exactly.
         bin_of: optional ``[N]`` integer bin assignment to use instead.
 
-    The reference point of a bin is the mean of its raced points, so the gradient
-    term of Eq. 11 has zero expectation within each bin.
+    The reference point of a bin is the mean of its points; the moments about it
+    are taken over the raced points only.
     """
     y = np.asarray(data, dtype=np.float64)
     if y.ndim == 1:
@@ -105,7 +105,6 @@ def make_data_bins(
     # dense relabelling
     labels, bins = np.unique(bins, return_inverse=True)
     k = len(labels)
-    counts = np.bincount(bins, minlength=k)
     ref = np.stack([y[bins == b].mean(0) for b in range(k)])
     scale = y.std(0) + 1e-300
     dist = np.linalg.norm((y - ref[bins]) / scale, axis=1)
@@ -117,8 +116,6 @@ def make_data_bins(
     raced = np.nonzero(raced_mask)[0]
     rb = bins[raced]
     rcounts = np.bincount(rb, minlength=k)
-    # reference = mean of the raced points of the bin (bin mean if a bin is all exact)
-    ref = np.stack([y[raced][rb == b].mean(0) if rcounts[b] else ref[b] for b in range(k)])
     dev = y[raced] - ref[rb]
     first = np.zeros((k, p))
     second = np.zeros((k, p, p))
@@ -127,7 +124,6 @@ def make_data_bins(
     denom = np.maximum(rcounts, 1)
     first /= denom[:, None]
     second /= denom[:, None, None]
-    del counts
     f = jnp.float32
     return DataBins(
         data=jnp.asarray(y, f),

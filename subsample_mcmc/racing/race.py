@@ -14,6 +14,10 @@ returned, so at most ``N D`` rewards are read (Prop. 3).
 
 Implementation notes
 --------------------
+* **Bounded memory.**  A stage larger than ``max_block`` points is read in chunks
+  by a ``fori_loop``, so a race (and a ``vmap`` of races) allocates O(D max_block)
+  per race, not O(D N).  Reading positions are offset by the carried count, which
+  keeps XLA from hoisting the (loop-invariant) reads of skipped stages.
 * **Static shapes, true early exit.**  Stage ``t`` reads a block of the static size
   ``m_t = T^(t) - T^(t-1)``; the stages are unrolled at trace time and every stage
   after the first is wrapped in a ``while_loop`` that runs at most once.  Unbatched,
@@ -120,6 +124,7 @@ def racing(
     bound: str,
     variance: str,
     index_map: Optional[jax.Array] = None,
+    max_block: int = 1 << 14,
 ) -> RaceResult:
     r"""Run Alg. 1 once.  Traceable; all keyword arguments are static.
 
@@ -135,6 +140,8 @@ def racing(
         variance: ``"pairwise"`` or ``"marginal"``.
         index_map: optional ``[population_size]`` data indices of the raced
             population (used when some points are always read exactly).
+        max_block: largest number of points evaluated at once; larger stages are
+            read in chunks, so memory is O(D max_block) per race.
     """
     n_pop, n_arms = int(population_size), int(num_arms)
     sizes = doubling_schedule(n_pop, first_batch)
@@ -153,16 +160,21 @@ def racing(
         rho = 1.0 - pi_prev if count <= n_pop / 2 else (1.0 - pi_now) * (1.0 + 1.0 / count)
         return sd * jnp.sqrt(2.0 * rho * bound_param / count) + EBS_KAPPA * crange * bound_param / count
 
-    def read(lo: int, hi: int):
-        idx = stream(jnp.arange(lo, hi, dtype=jnp.int32))
+    def read(start, size: int):
+        # ``start`` is the carried count (== the stage's first position whenever the
+        # stage runs): indices that depend on the loop carry are not loop-invariant,
+        # so XLA cannot hoist the reads of every stage out of their skipped loops.
+        idx = stream(start + jnp.arange(size, dtype=jnp.int32))
         if index_map is not None:
             idx = index_map[idx]
         block = reward_fn(idx)
         return block
 
-    def absorb(state: _State, block, m: int, count_after: int) -> _State:
+    def absorb(state: _State, block, m: int) -> _State:
+        """Merge a block of ``m`` rewards into the running statistics (Chan et al.)."""
         finite = jnp.all(jnp.isfinite(block))
         block = jnp.where(finite, block, 0.0)
+        count_after = state.count + m
         diffs = block - block[state.ref]
         b_mean = jnp.mean(diffs, axis=1)
         if pairwise:
@@ -185,13 +197,26 @@ def racing(
         evaluations = state.evaluations + m * jnp.sum(state.alive).astype(jnp.int32)
         return state._replace(
             nonfinite=state.nonfinite | ~finite,
-            count=jnp.asarray(count_after, jnp.int32),
+            count=count_after.astype(jnp.int32),
             mean_diff=mean_diff,
             second=second,
             mean_level=mean_level,
             evaluations=evaluations,
-            stages=state.stages + 1,
         )
+
+    def absorb_range(state: _State, size: int) -> _State:
+        """Read ``size`` more points, in chunks of at most ``max_block``: memory stays
+        O(D max_block) per race whatever N is."""
+        full, rest = divmod(size, max_block)
+        if full == 1:
+            state = absorb(state, read(state.count, max_block), max_block)
+        elif full > 1:
+            state = lax.fori_loop(
+                0, full, lambda _, st: absorb(st, read(st.count, max_block), max_block), state
+            )
+        if rest:
+            state = absorb(state, read(state.count, rest), rest)
+        return state
 
     def decide(state: _State, count: int) -> _State:
         mu = state.mean_diff + arm_offset
@@ -213,10 +238,12 @@ def racing(
         finished = jnp.sum(alive) == 1
         done = finished | state.nonfinite
         arm = jnp.where(state.nonfinite, -1, jnp.where(finished, leader, state.arm))
-        return state._replace(alive=alive, done=done, arm=arm.astype(jnp.int32))
+        return state._replace(alive=alive, done=done, arm=arm.astype(jnp.int32),
+                              stages=state.stages + 1)
 
-    # stage 1 (always run): fixes the reference arm and the centring
-    first = read(0, sizes[0])
+    # stage 1 (always run); its first chunk fixes the reference arm and the centring
+    head = min(sizes[0], max_block)
+    first = read(jnp.array(0, jnp.int32), head)
     finite0 = jnp.all(jnp.isfinite(first))
     first_clean = jnp.where(finite0, first, 0.0)
     shift = first_clean[:, 0]
@@ -237,12 +264,13 @@ def racing(
         evaluations=jnp.array(0, jnp.int32),
         stages=jnp.array(0, jnp.int32),
     )
-    state = decide(absorb(state, first_clean, sizes[0], sizes[0]), sizes[0])
+    state = absorb(state, first_clean, head)
+    state = decide(absorb_range(state, sizes[0] - head), sizes[0])
 
     for lo, hi in zip(sizes[:-1], sizes[1:]):
 
         def stage(s, lo=lo, hi=hi):
-            return decide(absorb(s, read(lo, hi), hi - lo, hi), hi)
+            return decide(absorb_range(s, hi - lo), hi)
 
         state = run_at_most_once(~state.done, stage, state)
 

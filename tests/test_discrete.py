@@ -1,0 +1,79 @@
+"""Gumbel-max discrete sampling (Eq. 2-3) and its total variation (Prop. 1)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from scipy import stats
+
+from subsample_mcmc.racing import sample_discrete
+
+
+def _problem(n=2000, d=6, sigma=0.02, seed=0):
+    rng = np.random.default_rng(seed)
+    raw = rng.standard_normal((d, n))
+    raw = (raw - raw.mean(1, keepdims=True)) / raw.std(1, keepdims=True)
+    p = np.arange(1, d + 1, dtype=np.float64)
+    p /= p.sum()
+    log_fn = (sigma * raw + np.log(p)[:, None] / n).astype(np.float32)
+    # exact law of X for these float32 rewards
+    logits = log_fn.astype(np.float64).sum(1)
+    q = np.exp(logits - logits.max())
+    return jnp.asarray(log_fn), q / q.sum()
+
+
+def _draws(log_fn, method, delta, num):
+    d = log_fn.shape[0]
+
+    def one(k):
+        s = sample_discrete(k, jnp.zeros(d), log_fn, method=method, delta=delta)
+        return s.value, s.gumbel, s.race.num_evaluations
+
+    keys = jax.random.split(jax.random.PRNGKey(42), num)
+    return jax.jit(lambda ks: jax.lax.map(one, ks))(keys)
+
+
+def test_exact_sampler_follows_the_target():
+    log_fn, q = _problem()
+    values, _, evals = _draws(log_fn, "exact", 0.05, 4000)
+    counts = np.bincount(np.asarray(values), minlength=len(q))
+    assert stats.chisquare(counts, 4000 * q).pvalue > 1e-3
+    assert np.all(np.asarray(evals) == log_fn.size)
+
+
+def test_racing_sampler_total_variation_within_delta():
+    log_fn, q = _problem()
+    delta, num = 0.05, 4000
+    race, gumbel, evals = _draws(log_fn, "normal", delta, num)
+    exact = np.argmax(np.asarray(log_fn, np.float64).sum(1)[None] + np.asarray(gumbel, np.float64), 1)
+    # coupling: P(race != exact | same Gumbel noise) <= delta, hence TV <= delta (Prop. 1)
+    mismatches = int(np.sum(np.asarray(race) != exact))
+    assert mismatches <= stats.binom.ppf(1 - 1e-3, num, delta)
+    # the racing draws' empirical TV to the exact law is within delta + sampling noise
+    emp = np.bincount(np.asarray(race), minlength=len(q)) / num
+    tv = 0.5 * np.abs(emp - q).sum()
+    rng = np.random.default_rng(0)
+    noise = [0.5 * np.abs(rng.multinomial(num, q) / num - q).sum() for _ in range(2000)]
+    assert tv <= delta + np.quantile(noise, 0.999)
+    assert np.mean(np.asarray(evals)) < log_fn.size
+
+
+def test_same_key_same_draw():
+    log_fn, _ = _problem(n=500)
+    a = sample_discrete(jax.random.PRNGKey(3), jnp.zeros(6), log_fn)
+    b = sample_discrete(jax.random.PRNGKey(3), jnp.zeros(6), log_fn)
+    assert int(a.value) == int(b.value)
+    assert int(a.race.num_evaluations) == int(b.race.num_evaluations)
+
+
+def test_prior_factor_enters_the_law():
+    # with flat likelihoods, X follows f0 exactly
+    d, n = 4, 300
+    log_f0 = jnp.log(jnp.array([0.1, 0.2, 0.3, 0.4]))
+    log_fn = jnp.zeros((d, n))
+
+    def one(k):
+        return sample_discrete(k, log_f0, log_fn, first_batch=n).value
+
+    values = jax.lax.map(one, jax.random.split(jax.random.PRNGKey(0), 3000))
+    counts = np.bincount(np.asarray(values), minlength=d)
+    assert stats.chisquare(counts, 3000 * np.array([0.1, 0.2, 0.3, 0.4])).pvalue > 1e-3
