@@ -19,8 +19,9 @@ Implementation notes
   per race, not O(D N).  Reading positions are offset by the carried count, which
   keeps XLA from hoisting the (loop-invariant) reads of skipped stages.
 * **Static shapes, true early exit.**  Stage ``t`` reads a block of the static size
-  ``m_t = T^(t) - T^(t-1)``; the stages are unrolled at trace time and every stage
-  after the first is wrapped in a ``while_loop`` that runs at most once.  Unbatched,
+  ``m_t = T^(t) - T^(t-1)``; the stages are unrolled at trace time, every stage
+  after the first is wrapped in a ``while_loop`` that runs at most once, and each
+  is nested in the branch of the one before, so later stages are never visited.  Unbatched,
   a stage that is not reached is skipped outright; under ``vmap`` the loop runs
   while *any* member of the batch still races, so a batch costs what its slowest
   race costs, never the full population unless some race needs it.
@@ -267,12 +268,21 @@ def racing(
     state = absorb(state, first_clean, head)
     state = decide(absorb_range(state, sizes[0] - head), sizes[0])
 
-    for lo, hi in zip(sizes[:-1], sizes[1:]):
+    # Stages are *nested*: stage t+1 lives inside stage t's branch, so a race that
+    # stops at stage t never even tests the later ones (cost O(stages run)).
+    bounds_list = list(zip(sizes[:-1], sizes[1:]))
 
-        def stage(s, lo=lo, hi=hi):
-            return decide(absorb_range(s, hi - lo), hi)
+    def run_from(position: int, s: _State) -> _State:
+        if position == len(bounds_list):
+            return s
+        lo, hi = bounds_list[position]
 
-        state = run_at_most_once(~state.done, stage, state)
+        def stage(st):
+            return run_from(position + 1, decide(absorb_range(st, hi - lo), hi))
+
+        return run_at_most_once(~s.done, stage, s)
+
+    state = run_from(0, state)
 
     return RaceResult(
         arm=state.arm,
