@@ -1,0 +1,1 @@
+"""Reference models built on subsample_mcmc (e.g. Bayesian ARCH order selection)."""
