@@ -292,14 +292,18 @@ def _pull_runner(env, horizon):
 
 def identify_ucb1_tuned(formulas: FormulaSet, env: Environment, horizon: int, key,
                         num_problems: int = 100, rounds: int = 200, batch: int = 256,
-                        chunk: int = 4096) -> IdentifyResult:
+                        chunk: int = 4096, recommend: str = "mean") -> IdentifyResult:
     """Pure-exploration UCB1-Tuned over the formula classes (Sec. 5.2).
 
     Arm k's reward is ``1 - R/T`` in [0, 1] of one episode on training problem
     ``i = t_k mod N``.  After one pull of every arm, each round pulls the ``batch`` arms
     with the largest UCB1-Tuned indices at once (a batched version of the sequential
-    rule, so a round is one vmapped call); the answer is the arm with the best mean.
+    rule, so a round is one vmapped call); the answer is the arm with the best mean
+    (``recommend="mean"``, the paper's rule) or the most pulled arm
+    (``"most_played"``, robust to the winner's curse of arms pulled a few times).
     """
+    if recommend not in ("mean", "most_played"):
+        raise ValueError(f"recommend must be 'mean' or 'most_played', got {recommend!r}")
     import time
 
     horizon = check_horizon(env, horizon)
@@ -335,7 +339,7 @@ def identify_ucb1_tuned(formulas: FormulaSet, env: Environment, horizon: int, ke
         idx = mean + np.sqrt(np.log(n) / counts * np.minimum(0.25, v))
         pull(np.argsort(-idx)[:min(batch, m)])
     means = horizon * (1.0 - sums / counts)
-    best = int(np.argmin(means))
+    best = int(np.argmin(means)) if recommend == "mean" else int(np.argmax(counts))
     return IdentifyResult(best, format_formula(formulas.tokens[best]), means, counts,
                           int(counts.sum()), time.perf_counter() - t0)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Callable, Dict
 
-from . import ensemble, index, thompson
+from . import ensemble, index, laplace, thompson, two_phase
 from .base import Policy
 
 __all__ = ["POLICIES", "make_policy", "parse_policy", "register_policy"]
@@ -35,6 +35,9 @@ POLICIES: Dict[str, Callable[..., Policy]] = {
     # ensemble sampling, Lu & Van Roy
     "es_gaussian": lambda num_models=10, **kw: ensemble.ensemble_gaussian(int(num_models), **kw),
     "es_linear": lambda num_models=10, **kw: ensemble.ensemble_linear(int(num_models), **kw),
+    # logistic (parametrised Bernoulli) bandits
+    "ts_laplace": laplace.ts_laplace,
+    "two_phase": two_phase.two_phase,
 }
 
 

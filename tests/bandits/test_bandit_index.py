@@ -23,7 +23,8 @@ def _z_vs_paper(res, paper_value, num_problems):
     return (res.mean - paper_value) / math.hypot(res.stderr, se_paper)
 
 
-CASES = [("bernoulli", 10, 10_000), ("bernoulli", 100, 5_000), ("bernoulli", 1000, 1_000),
+# (T = 10 is covered exactly by the UCB1-Normal test below and in the benchmark)
+CASES = [("bernoulli", 100, 5_000), ("bernoulli", 1000, 1_000),
          ("gaussian", 100, 3_000)]
 
 
