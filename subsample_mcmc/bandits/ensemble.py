@@ -12,7 +12,7 @@ it is ensemble sampling.
   ``Sigma_{t+1} = (Sigma_t^{-1} + A A^T / s^2)^{-1}`` (Sherman-Morrison here) and
   ``theta_{t+1,m} = Sigma_{t+1}(Sigma_t^{-1} theta_{t,m} + A (R + W_{t+1,m}) / s^2)``.
   For a deterministic action sequence the models are i.i.d. posterior draws.
-* :func:`neural_ensemble_posterior` -- M ReLU networks (single neuron or two layers, leaky
+* :func:`neural_agent` -- M ReLU networks (single neuron or two layers, leaky
   ReLU ``max(0.01x, x)`` inside the agents), each trained after every round by a few
   optax steps on minibatches of the loss (Sec. 3 / 5.2)
   ``L_m(theta) = (1/s^2) sum_tau (R_tau + W_{tau,m} - g_theta(A_tau))^2 +
@@ -35,7 +35,7 @@ from .environments import relu_network
 from .thompson import Posterior, thompson_sampling
 
 __all__ = [
-    "gaussian_ensemble_posterior", "linear_ensemble_posterior", "neural_ensemble_posterior",
+    "gaussian_ensemble_posterior", "linear_ensemble_posterior",
     "ensemble_gaussian", "ensemble_linear", "neural_agent", "GaussianEnsembleState",
     "LinearEnsembleState", "NeuralState",
 ]
@@ -292,7 +292,3 @@ def neural_agent(kind: str = "ensemble", num_models: int = 10, hidden: int = 0,
     return Policy(name, init, select, update, (float(prior_var), float(noise_var), float(third)),
                   ("prior_var", "noise_var", "dropout" if kind == "dropout" else "epsilon"))
 
-
-def neural_ensemble_posterior(*args, **kwargs):
-    """Alias of :func:`neural_agent` with ``kind="ensemble"`` (returns a Policy)."""
-    return neural_agent("ensemble", *args, **kwargs)
