@@ -35,6 +35,7 @@ import platform
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -84,7 +85,7 @@ def _header(size: str, meta: dict, settings) -> str:
         "one reward per loop iteration, far fewer). Error rates from a handful of races only "
         "bound the error loosely (see the CI column); their fraction read is still informative.",
         "",
-    ] + _race_table(settings) + [""]
+    ] + _race_table(settings) + ["", ""]
     return "\n".join(lines)
 
 
@@ -95,14 +96,27 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--arms", type=int, nargs="*", default=None,
                         help="only these numbers of arms D (default: all of the grid)")
+    parser.add_argument("--markdown-only", action="store_true",
+                        help="rewrite the markdown report from the existing JSON, run nothing")
+    parser.add_argument("--notes", default=None,
+                        help="a markdown file whose text is added to the report's header")
     args = parser.parse_args(argv)
 
-    settings = benchmark_grid(args.size)
-    if args.arms:
-        settings = [s for s in settings if s.num_arms in args.arms]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     name = "racing_synthetic" if args.size == "full" else "racing_synthetic_small"
+    notes = Path(args.notes).read_text() if args.notes else ""
+    if args.markdown_only:
+        data = json.loads((out / f"{name}.json").read_text())
+        records = data["records"]
+        rows = [SimpleNamespace(**r) for r in records]
+        header = _header(args.size, data["meta"], rows) + notes
+        (out / f"{name}.md").write_text(records_to_markdown(records, header))
+        print(f"rewrote {out}/{name}.md from {name}.json")
+        return 0
+    settings = benchmark_grid(args.size)
+    if args.arms:
+        settings = [s for s in settings if s.num_arms in args.arms]
     meta = dict(
         size=args.size, seed=args.seed, jax=jax.__version__, cpus=os.cpu_count(),
         machine=f"{platform.machine()} {platform.system()}", backend=jax.default_backend(),
@@ -121,7 +135,8 @@ def main(argv=None) -> int:
     meta["total_seconds"] = time.perf_counter() - t0
     meta["warmup_seconds"] = sum(r["warmup_seconds"] for r in records)
     (out / f"{name}.json").write_text(json.dumps(dict(meta=meta, records=records), indent=1))
-    (out / f"{name}.md").write_text(records_to_markdown(records, _header(args.size, meta, settings)))
+    header = _header(args.size, meta, settings) + notes
+    (out / f"{name}.md").write_text(records_to_markdown(records, header))
     if tmp.exists():
         tmp.unlink()
     print(f"done in {meta['total_seconds']:.0f} s -> {out}/{name}.json, {name}.md", flush=True)

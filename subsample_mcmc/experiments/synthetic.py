@@ -352,10 +352,15 @@ def summarize(records: list[dict]) -> dict:
     * ``exceed``: settings whose whole 95% Clopper-Pearson interval lies above
       delta (error exceeds delta beyond the interval);
     * ``fraction_at``: mean over distributions of the fraction of the ``N D``
-      rewards read at the largest delta, keyed ``(D, label, sigma)``.
+      rewards read at the largest delta, keyed ``(D, label, sigma)``;
+    * ``full_read_errors``: settings with errors although every race read all
+      ``N D`` rewards -- such a race knows the exact means, so its errors are
+      numerical, not statistical.
     """
-    out: dict = {"max_error_ratio": {}, "exceed": [], "fraction_at": {}}
+    out: dict = {"max_error_ratio": {}, "exceed": [], "fraction_at": {}, "full_read_errors": []}
     for r in records:
+        if r["errors"] > 0 and r["fraction_read"] >= 1.0 - 1e-12:
+            out["full_read_errors"].append(r)
         if r["method"] == "normal":
             ratio = r["error_rate"] / r["delta"]
             best = out["max_error_ratio"].get(r["num_arms"])
@@ -392,10 +397,20 @@ def records_to_markdown(records: list[dict], header: str = "", *, table: bool = 
         lines.append("- none")
     for r in s["exceed"]:
         lo, hi = r["error_ci"]
+        full = " -- every race read all N D rewards" if r in s["full_read_errors"] else ""
         lines.append(
             f"- D = {r['num_arms']} {_label(r['method'], r['variance'])} {r['distribution']} "
             f"sigma = {r['sigma']:g} delta = {r['delta']:g}: {r['error_rate']:.4f} "
-            f"[{lo:.4f}, {hi:.4f}] ({r['errors']}/{r['races']})"
+            f"[{lo:.4f}, {hi:.4f}] ({r['errors']}/{r['races']}){full}"
+        )
+    lines += ["", "Settings with errors although every race read all N D rewards (the race then "
+              "knows the exact means: these errors are numerical, not statistical):", ""]
+    if not s["full_read_errors"]:
+        lines.append("- none")
+    for r in s["full_read_errors"]:
+        lines.append(
+            f"- D = {r['num_arms']} {_label(r['method'], r['variance'])} {r['distribution']} "
+            f"sigma = {r['sigma']:g} delta = {r['delta']:g}: {r['errors']}/{r['races']}"
         )
     sigmas = sorted({k[2] for k in s["fraction_at"]}, reverse=True)
     lines += ["", f"Fraction of the N D rewards read at delta = {s['fraction_delta']:g} "
