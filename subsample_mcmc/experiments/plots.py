@@ -235,7 +235,7 @@ def figure_bounds(population_size: int = 100_000, delta: float = 0.1, **kwargs):
     return fig
 
 
-def show(fig, *, dpi: int = 90):
+def show(fig, *, dpi: int = 72):
     """Render ``fig`` to PNG with Agg, display it inline (IPython) and close it.
 
     Independent of the active backend, so notebooks can force ``Agg`` and still

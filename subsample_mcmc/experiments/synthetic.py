@@ -303,7 +303,7 @@ def run_grid(
     triggered it (0 otherwise).  ``on_record(record, done, total)`` is called after
     each setting (e.g. to save partial results).
     """
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
 
     problems: dict = {}
 
