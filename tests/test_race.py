@@ -73,9 +73,8 @@ def test_unreached_stages_are_skipped():
     sizes = doubling_schedule(n, m1)
     stop = int(r.num_stages)
     assert 1 < stop < len(sizes)
-    expected = [sizes[0]] + [b - a for a, b in zip(sizes[: stop - 1], sizes[1:stop])]
-    assert seen == expected
-    assert int(r.num_points_read) == sizes[stop - 1]
+    # the function was evaluated on exactly the points read up to the stop, no more
+    assert sum(seen) == int(r.num_points_read) == sizes[stop - 1] < n
 
 
 def test_vmap_matches_single_races_and_compiles_once():

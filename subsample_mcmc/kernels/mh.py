@@ -25,7 +25,7 @@ Proposals (pure functions ``(key, x, ...) -> (x', log q(x'|x), log q(x|x'))``):
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from typing import Callable, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -33,6 +33,7 @@ from jax.flatten_util import ravel_pytree
 
 from ..racing import best_arm
 from ..racing.race import RaceResult
+from .proxy import TaylorProxy, proxy_per_datum, proxy_sum
 
 __all__ = ["MHInfo", "racing_mh_accept", "gaussian_random_walk", "langevin_proposal", "racing_mh_step"]
 
@@ -136,22 +137,44 @@ def racing_mh_step(
     proposal: str = "random_walk",
     inverse_mass_diag=None,
     grad_batch_size: int = 100,
+    proxy: Optional[TaylorProxy] = None,
     **race_options,
 ):
-    r"""One racing MH transition (a BlackJAX-style pure step).
+    r"""One racing MH transition (a BlackJAX-style pure step) on a flat position.
 
     Args:
+        position: flat parameter vector ``[p]``.
         log_prior_fn: ``position -> log p(x)``.
         log_likelihood_fn: ``(position, indices) -> [len(indices)]`` per-datum
             log-likelihoods ``log p(y_n | x)``.
         proposal: ``"random_walk"`` or ``"langevin"`` (mini-batch gradient of size
             ``grad_batch_size``, drawn with replacement, scaled by ``N / b``).
+        proxy: optional :class:`~subsample_mcmc.kernels.proxy.TaylorProxy`; the race
+            then reads the residuals ``l_n - h_n`` and the proxy's exact sum enters
+            the MH ratio (and the Langevin gradient becomes the control-variate
+            estimate ``grad [log p + sum_n h_n] + (N/b) sum_batch grad (l_n - h_n)``).
 
     Returns:
         ``(new_position, MHInfo)``.
     """
     n = population_size
     key_prop, key_batch, key_accept = jax.random.split(key, 3)
+
+    if proxy is None:
+        def residual(x, idx):
+            return log_likelihood_fn(x, idx)
+
+        def known(x):
+            return log_prior_fn(x)
+        evals_per_point = 1
+    else:
+        def residual(x, idx):
+            return log_likelihood_fn(x, idx) - proxy_per_datum(log_likelihood_fn, proxy, x, idx)
+
+        def known(x):
+            return log_prior_fn(x) + proxy_sum(proxy, x)
+        evals_per_point = 1
+
     if proposal == "random_walk":
         new, log_fwd, log_bwd = gaussian_random_walk(key_prop, position, step_size, inverse_mass_diag)
         grad_evals = 0
@@ -160,7 +183,7 @@ def racing_mh_step(
 
         def grad_estimate(x):
             def objective(z):
-                return log_prior_fn(z) + (n / grad_batch_size) * jnp.sum(log_likelihood_fn(z, batch))
+                return known(z) + (n / grad_batch_size) * jnp.sum(residual(z, batch))
 
             return jax.grad(objective)(x)
 
@@ -171,15 +194,15 @@ def racing_mh_step(
         raise ValueError(f"proposal must be 'random_walk' or 'langevin', got {proposal!r}")
 
     def both(idx):
-        return jnp.stack([log_likelihood_fn(position, idx), log_likelihood_fn(new, idx)])
+        return jnp.stack([residual(position, idx), residual(new, idx)])
 
-    lp_cur, lp_new = log_prior_fn(position), log_prior_fn(new)
+    lp_cur, lp_new = known(position), known(new)
     accept, race = racing_mh_accept(key_accept, both, n, lp_cur, lp_new, log_fwd, log_bwd, **race_options)
     accept = accept & jnp.isfinite(lp_new)
     out = jax.tree.map(lambda a, b: jnp.where(accept, b, a), position, new)
     info = MHInfo(
         accepted=accept,
-        num_likelihood_evals=race.num_evaluations + grad_evals,
+        num_likelihood_evals=race.num_evaluations * evals_per_point + grad_evals,
         race_stage=race.num_stages,
         log_accept_ratio_prior=lp_new + log_bwd - lp_cur - log_fwd,
         nonfinite=race.nonfinite,

@@ -14,17 +14,15 @@ returned, so at most ``N D`` rewards are read (Prop. 3).
 
 Implementation notes
 --------------------
-* **Bounded memory.**  A stage larger than ``max_block`` points is read in chunks
-  by a ``fori_loop``, so a race (and a ``vmap`` of races) allocates O(D max_block)
-  per race, not O(D N).  Reading positions are offset by the carried count, which
-  keeps XLA from hoisting the (loop-invariant) reads of skipped stages.
-* **Static shapes, true early exit.**  Stage ``t`` reads a block of the static size
-  ``m_t = T^(t) - T^(t-1)``; the stages are unrolled at trace time, every stage
-  after the first is wrapped in a ``while_loop`` that runs at most once, and each
-  is nested in the branch of the one before, so later stages are never visited.  Unbatched,
-  a stage that is not reached is skipped outright; under ``vmap`` the loop runs
-  while *any* member of the batch still races, so a batch costs what its slowest
-  race costs, never the full population unless some race needs it.
+* **Static shapes, true early exit, one trace per phase.**  Points are read in
+  chunks of a few fixed sizes growing geometrically (``m1``, ``16 m1``, ``256 m1``,
+  ... capped at ``max_block``), one ``while_loop`` per size; a chunk is masked at the
+  next stage boundary of the doubling schedule, where the elimination test runs.  A
+  race that stops leaves the loops at once (under ``vmap`` a batch costs what its
+  slowest race costs); the reward function is traced once per phase, not once per
+  stage, which keeps compilation short when rewards come from a NumPyro model; and
+  memory is O(D max_block) per race whatever N is.  Reading positions are offset by
+  the carried count, so XLA cannot hoist reads out of their loops.
 * **Precision.**  Sums over up to 1e7 rewards in float32 lose the differences that
   decide a race, so the statistics are kept as *differences to a reference arm*
   ``r`` (the stage-1 leader): ``d_{i,n} = l_{i,n} - l_{r,n}`` is formed per reward
@@ -103,13 +101,18 @@ class _State(NamedTuple):
     stages: jax.Array
 
 
-def _merge(n_a, mean_a, m2_a, n_b, mean_b, m2_b, outer):
-    n = n_a + n_b
-    frac = n_b / n
-    delta = mean_b - mean_a
-    mean = mean_a + delta * frac
-    corr = outer(delta) * (n_a * frac)
-    return mean, m2_a + m2_b + corr
+def _phases(population_size: int, first_batch: int, max_block: int, growth: int = 16):
+    """``[(chunk, count_limit), ...]``: chunk sizes growing by ``growth`` from ``m1``
+    (capped at ``max_block``); each phase reads until ``count_limit`` points."""
+    chunk = max(1, min(first_batch, max_block))
+    phases = []
+    while True:
+        nxt = chunk * growth
+        if nxt > max_block or nxt >= population_size:
+            phases.append((chunk, population_size))
+            return phases
+        phases.append((chunk, nxt))
+        chunk = nxt
 
 
 def racing(
@@ -146,56 +149,59 @@ def racing(
     """
     n_pop, n_arms = int(population_size), int(num_arms)
     sizes = doubling_schedule(n_pop, first_batch)
+    schedule = jnp.asarray(sizes, jnp.int32)
     stream = index_stream(key, n_pop)
     pairwise = variance == "pairwise"
     arange = jnp.arange(n_arms)
+    phases = _phases(n_pop, first_batch, max_block)
 
-    def bound_width(count: int, sd, crange):
-        if count >= n_pop:
-            return jnp.zeros_like(sd)
+    def bound_width(count, sd, crange):
+        t = count.astype(sd.dtype)
         if bound == "normal":
-            fpc = math.sqrt(max(1.0 - (count - 1) / (n_pop - 1), 0.0) / count)
-            return sd * (fpc * bound_param)
-        # empirical Bernstein-Serfling, Eq. 6 with rho_n
-        pi_prev, pi_now = (count - 1) / n_pop, count / n_pop
-        rho = 1.0 - pi_prev if count <= n_pop / 2 else (1.0 - pi_now) * (1.0 + 1.0 / count)
-        return sd * jnp.sqrt(2.0 * rho * bound_param / count) + EBS_KAPPA * crange * bound_param / count
+            fpc = jnp.sqrt(jnp.maximum(1.0 - (t - 1.0) / (n_pop - 1), 0.0) / t)
+            width = sd * (fpc * bound_param)
+        else:  # empirical Bernstein-Serfling, Eq. 6 with rho_n
+            rho = jnp.where(t <= n_pop / 2, 1.0 - (t - 1.0) / n_pop, (1.0 - t / n_pop) * (1.0 + 1.0 / t))
+            width = sd * jnp.sqrt(2.0 * rho * bound_param / t) + EBS_KAPPA * crange * bound_param / t
+        return jnp.where(count >= n_pop, 0.0, width)  # G = 0 at T = N
 
-    def read(start, size: int):
-        # ``start`` is the carried count (== the stage's first position whenever the
-        # stage runs): indices that depend on the loop carry are not loop-invariant,
-        # so XLA cannot hoist the reads of every stage out of their skipped loops.
-        idx = stream(start + jnp.arange(size, dtype=jnp.int32))
+    def read(start, size: int, stop):
+        """Rewards at positions ``[start, start + size)`` of the reading order; those at
+        or past ``stop`` (the next stage boundary) are masked out.  ``start`` is the
+        carried count, so XLA cannot hoist reads out of the loops."""
+        pos = start + jnp.arange(size, dtype=jnp.int32)
+        valid = pos < stop
+        idx = stream(jnp.minimum(pos, n_pop - 1))
         if index_map is not None:
             idx = index_map[idx]
-        block = reward_fn(idx)
-        return block
+        return reward_fn(idx), valid
 
-    def absorb(state: _State, block, m: int) -> _State:
-        """Merge a block of ``m`` rewards into the running statistics (Chan et al.)."""
-        finite = jnp.all(jnp.isfinite(block))
-        block = jnp.where(finite, block, 0.0)
-        count_after = state.count + m
+    def absorb(state: _State, block, valid) -> _State:
+        """Merge the valid rewards of a block into the running statistics (Chan et al.)."""
+        finite = jnp.all(jnp.isfinite(block) | ~valid[None, :])
+        w = valid.astype(block.dtype)
+        block = jnp.where(finite & valid[None, :], block, 0.0)
+        m_int = jnp.sum(valid.astype(jnp.int32))
+        m = jnp.maximum(m_int, 1).astype(block.dtype)
+        count_after = state.count + m_int
+        n_a = state.count.astype(block.dtype)
+        frac = m_int.astype(block.dtype) / jnp.maximum(count_after, 1).astype(block.dtype)
         diffs = block - block[state.ref]
-        b_mean = jnp.mean(diffs, axis=1)
+        b_mean = jnp.sum(diffs * w, axis=1) / m
+        delta_mean = b_mean - state.mean_diff
+        mean_diff = state.mean_diff + delta_mean * frac
         if pairwise:
-            dev = diffs - b_mean[:, None]
-            b_second = dev @ dev.T
-            mean_diff, second = _merge(
-                state.count, state.mean_diff, state.second, m, b_mean, b_second,
-                lambda d: jnp.outer(d, d),
-            )
+            dev = (diffs - b_mean[:, None]) * w
+            second = state.second + dev @ dev.T + jnp.outer(delta_mean, delta_mean) * (n_a * frac)
             mean_level = state.mean_level
         else:
-            mean_diff = state.mean_diff + (b_mean - state.mean_diff) * (m / count_after)
             levels = block - state.shift[:, None]
-            l_mean = jnp.mean(levels, axis=1)
-            l_second = jnp.sum((levels - l_mean[:, None]) ** 2, axis=1)
-            mean_level, second = _merge(
-                state.count, state.mean_level, state.second, m, l_mean, l_second,
-                lambda d: d * d,
-            )
-        evaluations = state.evaluations + m * jnp.sum(state.alive).astype(jnp.int32)
+            l_mean = jnp.sum(levels * w, axis=1) / m
+            l_delta = l_mean - state.mean_level
+            l_second = jnp.sum(((levels - l_mean[:, None]) * w) ** 2, axis=1)
+            mean_level = state.mean_level + l_delta * frac
+            second = state.second + l_second + l_delta * l_delta * (n_a * frac)
+        evaluations = state.evaluations + m_int * jnp.sum(state.alive).astype(jnp.int32)
         return state._replace(
             nonfinite=state.nonfinite | ~finite,
             count=count_after.astype(jnp.int32),
@@ -205,50 +211,51 @@ def racing(
             evaluations=evaluations,
         )
 
-    def absorb_range(state: _State, size: int) -> _State:
-        """Read ``size`` more points, in chunks of at most ``max_block``: memory stays
-        O(D max_block) per race whatever N is."""
-        full, rest = divmod(size, max_block)
-        if full == 1:
-            state = absorb(state, read(state.count, max_block), max_block)
-        elif full > 1:
-            state = lax.fori_loop(
-                0, full, lambda _, st: absorb(st, read(st.count, max_block), max_block), state
-            )
-        if rest:
-            state = absorb(state, read(state.count, rest), rest)
-        return state
-
-    def decide(state: _State, count: int) -> _State:
+    def decide(state: _State) -> _State:
+        """Elimination step of Alg. 1 after ``T = state.count`` points."""
+        count = state.count
         mu = state.mean_diff + arm_offset
         leader = jnp.argmax(jnp.where(state.alive, mu, -jnp.inf)).astype(jnp.int32)
         gap = mu[leader] - mu
-        if count >= n_pop:
-            alive = arange == leader
+        t = jnp.maximum(count, 1).astype(mu.dtype)
+        if pairwise:
+            sec = state.second
+            var = (sec[leader, leader] + jnp.diagonal(sec) - 2.0 * sec[leader]) / t
+            width = bound_width(count, jnp.sqrt(jnp.maximum(var, 0.0)), reward_range[leader] + reward_range)
         else:
-            if pairwise:
-                s = state.second
-                var = (s[leader, leader] + jnp.diagonal(s) - 2.0 * s[leader]) / count
-                width = bound_width(count, jnp.sqrt(jnp.maximum(var, 0.0)),
-                                    reward_range[leader] + reward_range)
-            else:
-                sd = jnp.sqrt(jnp.maximum(state.second, 0.0) / count)
-                w = bound_width(count, sd, reward_range)
-                width = w[leader] + w
-            alive = state.alive & ~((gap > width) & (arange != leader))
+            w = bound_width(count, jnp.sqrt(jnp.maximum(state.second, 0.0) / t), reward_range)
+            width = w[leader] + w
+        eliminated = (gap > width) & (arange != leader)
+        eliminated = eliminated | ((count >= n_pop) & (arange != leader))
+        alive = state.alive & ~eliminated
         finished = jnp.sum(alive) == 1
         done = finished | state.nonfinite
         arm = jnp.where(state.nonfinite, -1, jnp.where(finished, leader, state.arm))
         return state._replace(alive=alive, done=done, arm=arm.astype(jnp.int32),
                               stages=state.stages + 1)
 
-    # stage 1 (always run); its first chunk fixes the reference arm and the centring
-    head = min(sizes[0], max_block)
-    first = read(jnp.array(0, jnp.int32), head)
-    finite0 = jnp.all(jnp.isfinite(first))
-    first_clean = jnp.where(finite0, first, 0.0)
+    def next_boundary(count):
+        return schedule[jnp.minimum(jnp.searchsorted(schedule, count, side="right"), len(sizes) - 1)]
+
+    def step(chunk: int):
+        def body(state: _State) -> _State:
+            stop = next_boundary(state.count)
+            block, valid = read(state.count, chunk, stop)
+            state = absorb(state, block, valid)
+            decided = decide(state)
+            at_boundary = state.count == stop
+            return jax.tree.map(lambda a, b: jnp.where(at_boundary | state.nonfinite, a, b), decided, state)
+
+        return body
+
+    # first chunk: fixes the reference arm and the centring
+    chunk0 = phases[0][0]
+    first, valid0 = read(jnp.array(0, jnp.int32), chunk0, schedule[0])
+    finite0 = jnp.all(jnp.isfinite(first) | ~valid0[None, :])
+    first_clean = jnp.where(finite0 & valid0[None, :], first, 0.0)
     shift = first_clean[:, 0]
-    ref = jnp.argmax(jnp.mean(first_clean - shift[:, None], axis=1) + shift + arm_offset)
+    w0 = valid0.astype(first_clean.dtype)
+    ref = jnp.argmax(jnp.sum((first_clean - shift[:, None]) * w0, axis=1) / jnp.sum(w0) + shift + arm_offset)
     dtype = first_clean.dtype
     zeros = jnp.zeros((n_arms,), dtype)
     state = _State(
@@ -265,24 +272,16 @@ def racing(
         evaluations=jnp.array(0, jnp.int32),
         stages=jnp.array(0, jnp.int32),
     )
-    state = absorb(state, first_clean, head)
-    state = decide(absorb_range(state, sizes[0] - head), sizes[0])
+    state = absorb(state, first, valid0)
+    state = jax.tree.map(lambda a, b: jnp.where(state.count == schedule[0], a, b), decide(state), state)
 
-    # Stages are *nested*: stage t+1 lives inside stage t's branch, so a race that
-    # stops at stage t never even tests the later ones (cost O(stages run)).
-    bounds_list = list(zip(sizes[:-1], sizes[1:]))
-
-    def run_from(position: int, s: _State) -> _State:
-        if position == len(bounds_list):
-            return s
-        lo, hi = bounds_list[position]
-
-        def stage(st):
-            return run_from(position + 1, decide(absorb_range(st, hi - lo), hi))
-
-        return run_at_most_once(~s.done, stage, s)
-
-    state = run_from(0, state)
+    # Phases of growing, fixed chunk sizes: the reward function is traced once per
+    # phase (not once per stage), a race that stops leaves the loops at once, and
+    # memory is O(D max_block) per race whatever N is.
+    for chunk, limit in phases:
+        state = lax.while_loop(
+            lambda st, limit=limit: ~st.done & (st.count < limit), step(chunk), state
+        )
 
     return RaceResult(
         arm=state.arm,
