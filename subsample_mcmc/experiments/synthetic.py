@@ -111,10 +111,9 @@ def run_setting(
     reported ``seconds`` include compilation on the first call of a configuration.
 
     ``batch_size=None`` runs the races strictly one after another (``lax.map``
-    without ``vmap``).  Prefer it for cost measurements on CPU: under ``vmap``
-    (any integer ``batch_size``, even 1) XLA hoists every stage's index
-    generation and gather out of the at-most-once stage loops, so each race
-    then costs O(N D) however early it stops (see the benchmark's notes).
+    without ``vmap``), so each race costs what it reads, independently of the
+    others (the benchmark uses it; with racing cores before commit aa26387 a
+    vmapped race also read the skipped stages, see ``benchmarks/racing_synthetic.py``).
     """
     rewards = problem.rewards
     d, n = rewards.shape
