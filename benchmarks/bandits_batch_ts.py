@@ -59,7 +59,7 @@ def main():
         rows.append(row)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
-        json.dump(rows, f, indent=1)
+        json.dump(rows, f, indent=1, default=float)
 
 
 if __name__ == "__main__":

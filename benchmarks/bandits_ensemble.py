@@ -74,7 +74,7 @@ def main():
         out["neural"][title] = dict(K=k, d=d, D=h, T=horizon, runs=runs, results=res)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
-        json.dump(out, f, indent=1)
+        json.dump(out, f, indent=1, default=float)
 
 
 if __name__ == "__main__":

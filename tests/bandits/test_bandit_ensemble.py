@@ -63,7 +63,7 @@ def test_ensemble_regret_approaches_thompson_sampling():
     """Fig. 1a of Lu & Van Roy: |regret(ES_M) - regret(TS)| shrinks as M grows."""
     env = E.gaussian(10)
     key = jax.random.PRNGKey(0)
-    horizon, problems = 150, 300
+    horizon, problems = 100, 300
     ts = simulate(th.ts_gaussian(), env, horizon, key, problems)
     gaps = {}
     for m in (1, 500):

@@ -63,11 +63,11 @@ def test_racing_and_ucb1_tuned_identify_the_clearly_best_formula():
     fs = F.FormulaSet(tokens, np.array([len(c.split()) for c in candidates]),
                       np.zeros((5, 1)), 5, 5)
     env = E.bernoulli(2)
-    race = F.identify_racing(fs, env, 50, jax.random.PRNGKey(0), num_problems=400,
+    race = F.identify_racing(fs, env, 50, jax.random.PRNGKey(0), num_problems=160,
                              first_batch=20)
     assert race.formula == "rbar + inv(t_k)"
     ucb = F.identify_ucb1_tuned(fs, env, 50, jax.random.PRNGKey(1), num_problems=100,
-                                rounds=40, batch=2)
+                                rounds=20, batch=2)
     assert ucb.formula == "rbar + inv(t_k)"
 
 
