@@ -239,3 +239,14 @@ def test_cli_maes_json(capsys):
         main(["bandits", "maes", "--horizon", "1", "--problems", "10"])
     with pytest.raises(SystemExit):
         main(["bandits", "maes", "--distribution", "poisson"])
+
+
+def test_hyper_parameters_are_traced_one_compilation():
+    # policies that differ only in params share one compiled program (what the EDA needs)
+    from subsample_mcmc.bandits.simulate import _batched
+
+    env = E.bernoulli(2)
+    for c in (2.0, 0.17, 5.0):
+        simulate(ix.ucb1(c), env, 17, jax.random.PRNGKey(0), 8)
+    run = _batched(ix.ucb1().functions, env, 17, False, 1)
+    assert run._cache_size() == 1

@@ -153,3 +153,21 @@ def test_parameter_errors():
         th.static_batch(th.ts_beta(), 0)
     with pytest.raises(ValueError, match="delta"):
         th.ts_contextual(delta=2.0)
+
+
+def test_cli_batch_and_ensemble_json(capsys):
+    import json
+
+    from subsample_mcmc.cli import main
+
+    assert main(["bandits", "batch", "--arms", "3", "--horizon", "40", "--problems", "20",
+                 "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["policy"] for r in rows] == ["TS", "B-TS", "Static-TS", "Static-TS-2", "Static-TS-4"]
+    assert rows[0]["batches"] == 40 and rows[1]["batches"] <= 3 * (5 + 1)
+    assert main(["bandits", "ensemble", "--arms", "4", "--horizon", "20", "--problems", "10",
+                 "--models", "2,3", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["policy"] for r in rows] == ["TS", "ES-2", "ES-3"]
+    with pytest.raises(SystemExit):
+        main(["bandits", "ensemble", "--models", "0"])
