@@ -80,6 +80,7 @@ def _jnp_binary(a, b):
 # ------------------------------------------------------------------ text <-> tokens
 
 def to_postfix(tokens) -> list:
+    """Token vector -> list of postfix symbols (padding dropped)."""
     return [TOKENS[int(t)] for t in tokens if int(t) != 0]
 
 

@@ -51,6 +51,8 @@ class SimulationResult(NamedTuple):
 
 
 def check_horizon(env: Environment, horizon) -> int:
+    """Validate ``horizon`` (an integer >= the number of arms, so that the
+    initialisation round of Alg. 1 fits); raise ``ValueError`` naming it otherwise."""
     if not isinstance(horizon, (int, np.integer)) or horizon < env.num_arms:
         raise ValueError(f"horizon must be an integer >= the number of arms "
                          f"({env.num_arms}), got {horizon!r}")
