@@ -149,3 +149,16 @@ def test_precision_at_ten_million():
     # what a naive float32 total gets: sums ~1e10 have spacing 1024 > N * gap ~ 300
     naive = jnp.sum(rewards, axis=1)
     assert abs(float(naive[1] - naive[0]) - true_gap * n) > 0.5 * true_gap * n
+
+
+def test_lil_ucb_full_read_is_exact_at_large_n():
+    """Regression: lil'UCB's per-arm running sums (up to 1e5 float32 additions) are
+    compensated, so a race that reads everything returns the exact arm."""
+    import jax.numpy as jnp
+    from subsample_mcmc.racing import sample_discrete
+
+    p = make_problem(0, 2, 100_000, "uniform", 0.1)
+    key = jax.random.split(jax.random.PRNGKey(3), 50)[7]
+    s = sample_discrete(key, jnp.zeros(2), p.rewards, method="lil_ucb", delta=0.1)
+    assert int(s.race.num_evaluations) == 200_000
+    assert int(s.value) == int(np.argmax(p.totals + np.asarray(s.gumbel, np.float64)))

@@ -206,7 +206,7 @@ class RacingMH(MCMCKernel):
         n, b = self._subsampler.size, min(self.grad_batch_size, self._subsampler.size)
 
         def objective(flat, key):
-            idx = jax.random.choice(key, n, (b,), replace=False)
+            idx = jax.random.randint(key, (b,), 0, n)  # O(b), not O(N)
             return lp(flat) + (n / b) * jnp.sum(ll(flat, idx))
 
         return objective
@@ -232,21 +232,27 @@ class RacingMH(MCMCKernel):
         if init_params is None and self.init_strategy == "map":
             flat = _adam_map(objective, flat, key_map, self.map_steps)
         proxy = None
+        lp = self._log_prior_fn(model_args, model_kwargs)
         if self.control_variate == "taylor":
             ll = self._log_lik_fn(model_args, model_kwargs)
-            lp = self._log_prior_fn(model_args, model_kwargs)
-            for _ in range(self.newton_steps if init_params is None else 0):
-                proxy = taylor_proxy(ll, flat, ms.size)
-                grad = proxy.grad_sum + jax.grad(lp)(flat)
-                hess = proxy.hess_sum + jax.hessian(lp)(flat)
+            build = jax.jit(lambda x: taylor_proxy(ll, x, ms.size))
+
+            @jax.jit
+            def newton(x):
+                prx = taylor_proxy(ll, x, ms.size)
+                grad = prx.grad_sum + jax.grad(lp)(x)
+                hess = prx.hess_sum + jax.hessian(lp)(x)
                 step_newton = jnp.linalg.solve(hess, grad)
                 ok = jnp.all(jnp.isfinite(step_newton)) & jnp.all(jnp.linalg.eigvalsh(hess) < 0)
-                flat = jnp.where(ok, flat - step_newton, flat)
-            proxy = taylor_proxy(ll, flat, ms.size)
-            curvature = jnp.diagonal(proxy.hess_sum + jax.hessian(lp)(flat))
+                return jnp.where(ok, x - step_newton, x)
+
+            for _ in range(self.newton_steps if init_params is None else 0):
+                flat = newton(flat)
+            proxy = build(flat)
+            curvature = jnp.diagonal(proxy.hess_sum + jax.jit(jax.hessian(lp))(flat))
         else:
             # diagonal of the mini-batch Hessian, scaled to N
-            curvature = jnp.diagonal(jax.hessian(objective)(flat, key_map))
+            curvature = jnp.diagonal(jax.jit(jax.hessian(objective))(flat, key_map))
         inv_mass = jnp.where(curvature < 0, 1.0 / jnp.maximum(-curvature, 1e-10), 1.0)
         inv_mass = jnp.clip(inv_mass, 1e-12, 1e6)
         d = flat.shape[0]
@@ -273,21 +279,25 @@ class RacingMH(MCMCKernel):
             return  # vectorised chains: checked at run time by the race (nonfinite flag)
         ms = self._subsampler
         values = ms.constrain(self._unravel(flat))
-        lp = self._log_prior_fn(model_args, model_kwargs)(flat)
+        lp = jax.jit(self._log_prior_fn(model_args, model_kwargs))(flat)
         if not np.isfinite(float(lp)):
             raise ValueError(f"the log prior (sites {list(ms.latent_sites)}) is not finite at the initial point")
         n = ms.size
-        chunk = 1 << 16
-        for start in range(0, n, chunk):
-            idx = jnp.arange(start, min(n, start + chunk))
+        chunk = min(1 << 16, n)
+
+        @jax.jit
+        def per_site(idx):
             tr = ms._trace(values, idx, model_args, model_kwargs)
-            for name in ms.data_sites:
-                per = ms._per_datum(tr[name], idx.shape[0])
+            return [ms._per_datum(tr[name], idx.shape[0]) for name in ms.data_sites]
+
+        for start in range(0, n, chunk):
+            idx = jnp.minimum(jnp.arange(start, start + chunk), n - 1)
+            for name, per in zip(ms.data_sites, per_site(idx)):
                 bad = ~np.isfinite(np.asarray(per))
                 if bad.any():
                     raise ValueError(
                         f"the log-likelihood of observed site {name!r} is not finite at the initial "
-                        f"point (first at data index {start + int(np.argmax(bad))}); check the data "
+                        f"point (first at data index {int(idx[int(np.argmax(bad))])}); check the data "
                         "or pass init_params"
                     )
 
@@ -394,7 +404,7 @@ def _adam_map(objective, flat, key, steps):
         upd, s = opt.update(g, s, x)
         return (optax.apply_updates(x, upd), s), None
 
-    (x, _), _ = jax.lax.scan(body, (flat, opt.init(flat)), jax.random.split(key, steps))
+    (x, _), _ = jax.jit(lambda c, ks: jax.lax.scan(body, c, ks))((flat, opt.init(flat)), jax.random.split(key, steps))
     # polish with a decaying rate to damp mini-batch noise
     opt2 = optax.adam(optax.exponential_decay(scale / 5, steps, 0.01))
 
@@ -405,5 +415,6 @@ def _adam_map(objective, flat, key, steps):
         upd, s = opt2.update(g, s, x)
         return (optax.apply_updates(x, upd), s), None
 
-    (x, _), _ = jax.lax.scan(body2, (x, opt2.init(x)), jax.random.split(jax.random.fold_in(key, 1), steps))
+    (x, _), _ = jax.jit(lambda c, ks: jax.lax.scan(body2, c, ks))(
+        (x, opt2.init(x)), jax.random.split(jax.random.fold_in(key, 1), steps))
     return x

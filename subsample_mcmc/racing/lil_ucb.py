@@ -69,7 +69,8 @@ class _State(NamedTuple):
     nonfinite: jax.Array
     arm: jax.Array
     pulls: jax.Array  # int32[D]
-    sums: jax.Array  # [D] sums of rewards minus shift
+    sums: jax.Array  # [D] sums of rewards minus shift (Kahan-compensated)
+    compensation: jax.Array  # [D] Kahan compensation terms
     iterations: jax.Array
 
 
@@ -115,7 +116,7 @@ def lil_ucb(
 
     def ucb(state):
         t = state.pulls.astype(shift.dtype)
-        mean = state.sums / t + shift + arm_offset
+        mean = (state.sums - state.compensation) / t + shift + arm_offset
         inner = jnp.log(jnp.maximum((1.0 + epsilon) * t, math.e))
         conf = scale * sigma * jnp.sqrt(2.0 * (1.0 + epsilon) * jnp.log(inner / delta_param) / t)
         return jnp.where(state.pulls >= n_pop, mean, mean + conf)
@@ -136,7 +137,12 @@ def lil_ucb(
         finite = jnp.isfinite(reward)
         take = ~stop & finite
         nonfinite = ~stop & ~finite
-        sums = state.sums.at[best].add(jnp.where(take, reward - shift[best], 0.0))
+        # Kahan summation: up to N float32 additions per arm must not lose the gap
+        y = jnp.where(take, reward - shift[best], 0.0) - state.compensation[best]
+        t_sum = state.sums[best] + y
+        comp = (t_sum - state.sums[best]) - y
+        sums = state.sums.at[best].set(t_sum)
+        compensation = state.compensation.at[best].set(jnp.where(take, comp, state.compensation[best]))
         pulls = state.pulls.at[best].add(take.astype(jnp.int32))
         return _State(
             done=stop | nonfinite,
@@ -144,6 +150,7 @@ def lil_ucb(
             arm=jnp.where(nonfinite, -1, jnp.where(stop, arm, -1)).astype(jnp.int32),
             pulls=pulls,
             sums=sums,
+            compensation=compensation,
             iterations=state.iterations + take.astype(jnp.int32),
         )
 
@@ -153,6 +160,7 @@ def lil_ucb(
         arm=jnp.array(-1, jnp.int32),
         pulls=jnp.ones((n_arms,), jnp.int32),
         sums=jnp.zeros((n_arms,), shift.dtype),
+        compensation=jnp.zeros((n_arms,), shift.dtype),
         iterations=jnp.array(n_arms, jnp.int32),
     )
     final = lax.while_loop(cond, body, init)
