@@ -37,6 +37,7 @@ import optax
 from jax.flatten_util import ravel_pytree
 from numpyro.infer.hmc_util import dual_averaging, welford_covariance
 from numpyro.infer.mcmc import MCMCKernel
+from numpyro.util import is_prng_key
 
 from ..kernels.mh import racing_mh_step
 from ..kernels.proxy import TaylorProxy, taylor_proxy
@@ -216,6 +217,22 @@ class RacingMH(MCMCKernel):
         model_kwargs = {} if model_kwargs is None else model_kwargs
         ms = self._setup(model_args, model_kwargs)
         self._num_warmup = int(num_warmup)
+        self._vectorized = not is_prng_key(rng_key)
+        if not self._vectorized:
+            state = self._init_one(rng_key, init_params, model_args, model_kwargs)
+            self._check_initial_point(ravel_pytree(state.z)[0], model_args, model_kwargs)
+            return state
+        # chain_method="vectorized": one state per key, the step is vmapped in `sample`
+        init_axis = None if init_params is None else 0
+        states = jax.vmap(lambda k, p: self._init_one(k, p, model_args, model_kwargs),
+                          in_axes=(0, init_axis))(rng_key, init_params)
+        for c in range(rng_key.shape[0]):
+            self._check_initial_point(ravel_pytree(jax.tree.map(lambda v: v[c], states.z))[0],
+                                      model_args, model_kwargs)
+        return states
+
+    def _init_one(self, rng_key, init_params, model_args, model_kwargs):
+        ms = self._subsampler
         key_init, key_map, key_state = jax.random.split(rng_key, 3)
         if init_params is None:
             proto = ms.prototype_trace
@@ -257,7 +274,6 @@ class RacingMH(MCMCKernel):
         inv_mass = jnp.clip(inv_mass, 1e-12, 1e6)
         d = flat.shape[0]
         step = self._step_size or (2.38 / np.sqrt(d) if self.proposal == "random_walk" else 1.0 * d ** (-1 / 6))
-        self._check_initial_point(flat, model_args, model_kwargs)
         step = jnp.asarray(step, flat.dtype)
         return RacingMHState(
             i=jnp.array(0),
@@ -303,7 +319,13 @@ class RacingMH(MCMCKernel):
 
     def sample(self, state, model_args, model_kwargs):
         model_kwargs = {} if model_kwargs is None else model_kwargs
-        ms = self._setup(model_args, model_kwargs)
+        self._setup(model_args, model_kwargs)
+        if getattr(self, "_vectorized", False):
+            return jax.vmap(self._sample_one, in_axes=(0, None, None))(state, model_args, model_kwargs)
+        return self._sample_one(state, model_args, model_kwargs)
+
+    def _sample_one(self, state, model_args, model_kwargs):
+        ms = self._subsampler
         if self._unravel is None:
             self._unravel = ravel_pytree(state.z)[1]
         flat, _ = ravel_pytree(state.z)
@@ -373,7 +395,11 @@ class RacingMH(MCMCKernel):
         model_kwargs = {} if model_kwargs is None else model_kwargs
         self._setup(model_args, model_kwargs)
         ll = self._log_lik_fn(model_args, model_kwargs)
-        return state._replace(proxy=taylor_proxy(ll, state.proxy.reference, self._subsampler.size))
+
+        def one(st):
+            return st._replace(proxy=taylor_proxy(ll, st.proxy.reference, self._subsampler.size))
+
+        return jax.vmap(one)(state) if getattr(self, "_vectorized", False) else one(state)
 
     def wrap_model(self, wrapper):
         new = copy.copy(self)
@@ -384,7 +410,8 @@ class RacingMH(MCMCKernel):
 
     def get_diagnostics_str(self, state):
         return "step {:.2e}, acc. {:.2f}, evals/step {}".format(
-            float(state.step_size), float(state.mean_accept_prob), int(state.num_likelihood_evals)
+            float(jnp.mean(state.step_size)), float(jnp.mean(state.mean_accept_prob)),
+            int(jnp.mean(state.num_likelihood_evals)),
         )
 
     @property

@@ -1,0 +1,265 @@
+"""RacingMH as a NumPyro MCMCKernel: exactness, known posteriors, NumPyro/ArviZ workflow."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import arviz as az
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+import pytest
+from jax.flatten_util import ravel_pytree
+from numpyro.infer import MCMC, NUTS, Predictive
+
+from subsample_mcmc.kernels import gaussian_random_walk
+from subsample_mcmc.numpyro import RacingMH
+
+N = 20_000
+Y = jax.random.normal(jax.random.PRNGKey(0), (N,)) * 2.0 + 1.0
+PRIOR_SD = 10.0
+
+
+def normal_model(y):
+    mu = numpyro.sample("mu", dist.Normal(0.0, PRIOR_SD))
+    with numpyro.plate("data", y.shape[0]):
+        numpyro.sample("y", dist.Normal(mu, 2.0), obs=y)
+
+
+def ecs_normal_model(y):
+    mu = numpyro.sample("mu", dist.Normal(0.0, PRIOR_SD))
+    with numpyro.plate("data", y.shape[0], subsample_size=100):
+        batch = numpyro.subsample(y, event_dim=0)
+        numpyro.sample("y", dist.Normal(mu, 2.0), obs=batch)
+
+
+def logistic_model(x, y=None):
+    w = numpyro.sample("w", dist.Normal(0.0, 1.0).expand([x.shape[1]]).to_event(1))
+    b = numpyro.sample("b", dist.Normal(0.0, 5.0))
+    with numpyro.plate("data", x.shape[0]):
+        numpyro.sample("y", dist.Bernoulli(logits=x @ w + b), obs=y)
+
+
+def _posterior():
+    prec = 1 / PRIOR_SD**2 + N / 4.0
+    return float(np.sum(np.asarray(Y, np.float64)) / 4.0 / prec), prec**-0.5
+
+
+@pytest.mark.parametrize("model", [normal_model, ecs_normal_model])
+@pytest.mark.parametrize("proposal", ["langevin", "random_walk"])
+def test_conjugate_posterior_mcse_z(model, proposal):
+    """Posterior mean within 4 ArviZ MCSEs of the analytic mean; sd within 10%."""
+    mean, sd = _posterior()
+    mcmc = MCMC(RacingMH(model, proposal=proposal), num_warmup=400, num_samples=1500, num_chains=4,
+                chain_method="vectorized", progress_bar=False)
+    mcmc.run(jax.random.PRNGKey(1), Y, extra_fields=("num_likelihood_evals", "accept_prob"))
+    # ArviZ cannot replay a subsample plate for pointwise log-likelihoods (as with HMCECS)
+    idata = az.from_numpyro(mcmc, log_likelihood=model is normal_model)
+    post = idata.posterior["mu"]
+    mcse = float(az.mcse(idata, var_names=["mu"])["mu"])
+    assert abs(float(post.mean()) - mean) < 4 * mcse
+    assert abs(float(post.std()) / sd - 1) < 0.1
+    assert float(az.rhat(idata)["mu"]) < 1.05
+    evals = idata.sample_stats["num_likelihood_evals"]
+    assert float(evals.mean()) < 0.05 * 2 * N  # a small fraction of exact MH's 2N per step
+
+
+def test_full_read_reproduces_exact_mh_bit_for_bit():
+    """first_batch = N, no proxy, no adaptation: the chain equals a textbook MH chain
+    (float64 potential, same keys) draw for draw."""
+    n, steps, step = 3000, 60, 0.05
+    y = Y[:n]
+    kernel = RacingMH(normal_model, first_batch=n, control_variate=None, adapt_step_size=False,
+                      adapt_mass_matrix=False, step_size=step, init_strategy="prior")
+    init = {"mu": jnp.array(0.9, jnp.float32)}
+    state = kernel.init(jax.random.PRNGKey(5), 0, init, (y,), {})
+    state = state._replace(inverse_mass_matrix=jnp.ones(1))
+    sample = jax.jit(lambda s: kernel.sample(s, (y,), {}))
+    yy = np.asarray(y, np.float64)
+
+    def log_target(mu):
+        return -0.5 * (mu / PRIOR_SD) ** 2 + np.sum(-0.5 * ((yy - mu) / 2.0) ** 2)
+
+    propose = jax.jit(lambda k, v: gaussian_random_walk(k, v, jnp.float32(step), jnp.ones(1))[0])
+    x = np.float32(0.9)
+    accepted = 0
+    for _ in range(steps):
+        key, key_step = jax.random.split(state.rng_key)
+        key_prop, _, key_accept = jax.random.split(key_step, 3)
+        # the proposal via the library's own (jitted) random walk, so that XLA's fused
+        # multiply-add rounds it the same way; the MH decision below is independent
+        prop = np.float32(propose(key_prop, jnp.array([x], jnp.float32))[0])
+        key_u, _ = jax.random.split(key_accept)
+        log_u = float(jnp.log(jax.random.uniform(key_u, minval=jnp.finfo(jnp.float32).tiny)))
+        if log_u + log_target(float(x)) < log_target(float(prop)):
+            x, accepted = prop, accepted + 1
+        state = sample(state)
+        assert float(state.z["mu"]) == x
+        assert int(state.num_likelihood_evals) == 2 * n
+    assert 0 < accepted < steps
+
+
+def test_logistic_regression_matches_nuts():
+    rng = np.random.default_rng(0)
+    n, d = 5000, 3
+    x = jnp.asarray(rng.normal(size=(n, d)), jnp.float32)
+    w_true = np.array([0.5, -1.0, 0.25])
+    y = jnp.asarray(rng.random(n) < 1 / (1 + np.exp(-(np.asarray(x) @ w_true + 0.3))), jnp.float32)
+    ref = MCMC(NUTS(logistic_model), num_warmup=500, num_samples=1000, num_chains=4,
+               chain_method="vectorized", progress_bar=False)
+    ref.run(jax.random.PRNGKey(0), x, y)
+    racing = MCMC(RacingMH(logistic_model, proposal="langevin"), num_warmup=500, num_samples=2000,
+                  num_chains=4, chain_method="vectorized", progress_bar=False)
+    racing.run(jax.random.PRNGKey(1), x, y)
+    a, b = az.from_numpyro(ref), az.from_numpyro(racing)
+    for name in ("w", "b"):
+        m_ref, m_rac = a.posterior[name].mean(("chain", "draw")), b.posterior[name].mean(("chain", "draw"))
+        se = np.sqrt(az.mcse(a, var_names=[name])[name] ** 2 + az.mcse(b, var_names=[name])[name] ** 2)
+        z = np.abs(np.asarray(m_rac - m_ref)) / np.asarray(se)
+        assert np.all(z < 4.5), (name, z)
+        sd_ratio = np.asarray(b.posterior[name].std(("chain", "draw")) / a.posterior[name].std(("chain", "draw")))
+        assert np.all(np.abs(sd_ratio - 1) < 0.15), (name, sd_ratio)
+
+
+def test_sequential_and_vectorized_chains_agree():
+    kw = dict(num_warmup=100, num_samples=100, num_chains=2, progress_bar=False)
+    seq = MCMC(RacingMH(normal_model), chain_method="sequential", **kw)
+    seq.run(jax.random.PRNGKey(3), Y)
+    vec = MCMC(RacingMH(normal_model), chain_method="vectorized", **kw)
+    vec.run(jax.random.PRNGKey(3), Y)
+    a = seq.get_samples(group_by_chain=True)["mu"]
+    b = vec.get_samples(group_by_chain=True)["mu"]
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+
+
+def test_parallel_chains_on_four_host_devices():
+    """chain_method='parallel' over 4 forced host devices equals the sequential run."""
+    script = textwrap.dedent(f"""
+        import os
+        os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
+        import jax, numpy as np, numpyro, numpyro.distributions as dist
+        from numpyro.infer import MCMC
+        from subsample_mcmc.kernels import gaussian_random_walk
+from subsample_mcmc.numpyro import RacingMH
+        assert jax.local_device_count() == 4
+        def model(y):
+            mu = numpyro.sample("mu", dist.Normal(0.0, 10.0))
+            with numpyro.plate("data", y.shape[0]):
+                numpyro.sample("y", dist.Normal(mu, 2.0), obs=y)
+        y = jax.random.normal(jax.random.PRNGKey(0), (5000,)) * 2.0 + 1.0
+        out = {{}}
+        for method in ("parallel", "sequential"):
+            m = MCMC(RacingMH(model), num_warmup=50, num_samples=50, num_chains=4,
+                     chain_method=method, progress_bar=False)
+            m.run(jax.random.PRNGKey(1), y)
+            out[method] = np.asarray(m.get_samples(group_by_chain=True)["mu"])
+        np.testing.assert_allclose(out["parallel"], out["sequential"], rtol=1e-5, atol=1e-6)
+        print("OK")
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600)
+    assert res.returncode == 0 and "OK" in res.stdout, res.stderr[-3000:]
+
+
+def test_post_warmup_state_continues_without_retrace():
+    kernel = RacingMH(normal_model)
+    mcmc = MCMC(kernel, num_warmup=100, num_samples=50, progress_bar=False)
+    mcmc.run(jax.random.PRNGKey(0), Y)
+    traces = {"n": 0}
+    original = kernel.sample
+
+    def counting(state, args, kwargs):
+        traces["n"] += 1
+        return original(state, args, kwargs)
+
+    kernel.sample = counting
+    mcmc.post_warmup_state = mcmc.last_state
+    mcmc.run(mcmc.post_warmup_state.rng_key, Y)
+    first = traces["n"]
+    mcmc.post_warmup_state = mcmc.last_state
+    mcmc.run(mcmc.post_warmup_state.rng_key, Y)
+    assert traces["n"] == first  # the second continuation reuses the compiled step
+    assert mcmc.get_samples()["mu"].shape == (50,)
+
+
+def test_predictive_and_arviz():
+    rng = np.random.default_rng(1)
+    x = jnp.asarray(rng.normal(size=(2000, 2)), jnp.float32)
+    y = jnp.asarray(rng.random(2000) < 0.5, jnp.float32)
+    mcmc = MCMC(RacingMH(logistic_model), num_warmup=100, num_samples=100, progress_bar=False)
+    mcmc.run(jax.random.PRNGKey(0), x, y, extra_fields=("num_likelihood_evals", "accept_prob", "race_stage"))
+    pred = Predictive(logistic_model, mcmc.get_samples())(jax.random.PRNGKey(1), x)
+    assert pred["y"].shape == (100, 2000)
+    idata = az.from_numpyro(mcmc)
+    for field in ("num_likelihood_evals", "race_stage"):
+        assert field in idata.sample_stats
+    assert az.summary(idata).shape[0] == 3
+
+
+# ----------------------------------------------------------------------------- bad input
+def no_plate(y):
+    mu = numpyro.sample("mu", dist.Normal(0, 1))
+    numpyro.sample("y", dist.Normal(mu, 1).expand([y.shape[0]]).to_event(1), obs=y)
+
+
+def no_obs(y):
+    numpyro.sample("mu", dist.Normal(0, 1))
+
+
+def two_plates(y):
+    mu = numpyro.sample("mu", dist.Normal(0, 1))
+    with numpyro.plate("a", y.shape[0]):
+        numpyro.sample("ya", dist.Normal(mu, 1), obs=y)
+    with numpyro.plate("b", y.shape[0]):
+        numpyro.sample("yb", dist.Normal(mu, 2), obs=y)
+
+
+def discrete(y):
+    k = numpyro.sample("k", dist.Categorical(probs=jnp.ones(3) / 3))
+    with numpyro.plate("data", y.shape[0]):
+        numpyro.sample("y", dist.Normal(k, 1), obs=y)
+
+
+def uniform_lik(y):
+    a = numpyro.sample("a", dist.HalfNormal(5.0))
+    with numpyro.plate("data", y.shape[0]):
+        numpyro.sample("y", dist.Uniform(-a, a), obs=y)
+
+
+@pytest.mark.parametrize("model,match", [(no_plate, "plate"), (no_obs, "observed"),
+                                         (two_plates, "data_plate"), (discrete, "RacingGibbs")])
+def test_bad_models(model, match):
+    with pytest.raises(ValueError, match=match):
+        MCMC(RacingMH(model), num_warmup=1, num_samples=1, progress_bar=False).run(jax.random.PRNGKey(0), Y[:100])
+
+
+def test_data_plate_argument_picks_one():
+    mcmc = MCMC(RacingMH(two_plates, data_plate="a"), num_warmup=20, num_samples=20, progress_bar=False)
+    mcmc.run(jax.random.PRNGKey(0), Y[:500])
+    with pytest.raises(ValueError, match="not a plate"):
+        MCMC(RacingMH(two_plates, data_plate="c"), num_warmup=1, num_samples=1,
+             progress_bar=False).run(jax.random.PRNGKey(0), Y[:500])
+
+
+def test_data_shorter_than_first_batch():
+    with pytest.raises(ValueError, match="first_batch"):
+        MCMC(RacingMH(normal_model, first_batch=64), num_warmup=1, num_samples=1,
+             progress_bar=False).run(jax.random.PRNGKey(0), Y[:32])
+
+
+def test_nonfinite_loglik_at_initial_point_names_the_site():
+    y = jnp.array([0.5, -3.0, 1.0] * 40)
+    with pytest.raises(ValueError, match="'y'.*not finite"):
+        MCMC(RacingMH(uniform_lik, first_batch=10), num_warmup=1, num_samples=1,
+             progress_bar=False).run(jax.random.PRNGKey(0), y, init_params={"a": jnp.log(jnp.expm1(1.0))})
+
+
+@pytest.mark.parametrize("kwargs,match", [(dict(delta=0.7), "delta"), (dict(proposal="hmc"), "proposal"),
+                                          (dict(method="x"), "method"), (dict(step_size=-1.0), "step_size"),
+                                          (dict(control_variate="data"), "control_variate")])
+def test_bad_kernel_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        RacingMH(normal_model, **kwargs)
