@@ -168,14 +168,21 @@ def formula_policy(formula) -> Policy:
 
 # ------------------------------------------------------------------ enumeration
 
-def sample_points(key, num_points: int, horizon: int) -> dict:
+def sample_points(key, num_points: int, horizon: int, group_size: int = 8) -> dict:
     """``num_points`` random histories: ``rbar ~ U[0,1]``, ``sigma ~ U[0,1/2]``,
-    ``t ~ U{2..T}``, ``t_k ~ U{1..t-1}`` (the domains of the variables)."""
+    ``t ~ U{2..T}``, ``t_k ~ U{1..t-1}`` (the domains of the variables).
+
+    Points come in groups of ``group_size`` sharing one ``t``: a policy only ever compares
+    arms at the same ``t``, so :func:`equivalence_classes` ranks within groups (formulas
+    differing by a function of ``t`` alone, e.g. ``rbar`` and ``rbar + 1/t``, are the same
+    policy and fall in one class)."""
+    if num_points % group_size:
+        raise ValueError(f"num_points must be a multiple of group_size={group_size}")
     rng = np.random.default_rng(int(jax.random.randint(key, (), 0, 2 ** 31 - 1)))
-    t = rng.integers(2, horizon + 1, num_points).astype(float)
+    t = np.repeat(rng.integers(2, horizon + 1, num_points // group_size), group_size).astype(float)
     tk = np.floor(rng.uniform(0, 1, num_points) * (t - 1)) + 1
     return dict(rbar=rng.uniform(0, 1, num_points), sigma=rng.uniform(0, 0.5, num_points),
-                t_k=tk, t=t)
+                t_k=tk, t=t, group_size=group_size)
 
 
 class FormulaSet(NamedTuple):
@@ -206,7 +213,8 @@ def enumerate_formulas(max_length: int, points: dict) -> FormulaSet:
     ``points`` (shortest kept).  Also counts the raw grammar size ``|Theta|``."""
     if not 1 <= max_length <= 7:
         raise ValueError(f"max_length must lie in [1, 7], got {max_length}")
-    leaves = [points[v] for v in VARIABLES] + [np.full_like(points["rbar"], c) for c in CONSTANTS]
+    leaves = [np.asarray(points[v], float) for v in VARIABLES] + \
+        [np.full_like(np.asarray(points["rbar"], float), c) for c in CONSTANTS]
     by_len = {1: []}
     seen = {}
     raw = {1: len(leaves)}
@@ -248,14 +256,18 @@ def enumerate_formulas(max_length: int, points: dict) -> FormulaSet:
                       int(sum(raw.values())), len(items))
 
 
-def equivalence_classes(formulas: FormulaSet) -> FormulaSet:
+def equivalence_classes(formulas: FormulaSet, group_size: int = 8) -> FormulaSet:
     """Cluster by the ranking of the sample points (Sec. 5.2, step 3) and keep the first
-    (shortest) formula of each cluster; constant formulas (one class) are dropped."""
+    (shortest) formula of each cluster.  Ranks are taken within the groups of points that
+    share ``t`` (see :func:`sample_points`; ``group_size=num_points`` gives the paper's
+    global ranking); formulas constant within every group (functions of ``t`` only: a
+    uniformly random policy) are dropped."""
     from scipy.stats import rankdata
 
     keep, seen = [], set()
     for r, vals in enumerate(formulas.values):
-        ranks = rankdata(np.round(vals, 9), method="dense").astype(np.int32)
+        grouped = np.round(vals, 9).reshape(-1, group_size)
+        ranks = rankdata(grouped, method="dense", axis=1).astype(np.int32)
         if ranks.max() == 1:
             continue
         k = ranks.tobytes()
