@@ -78,3 +78,11 @@ def test_formula_errors():
         F.parse_postfix(["rbar", "+"])
     with pytest.raises(ValueError, match="max_length"):
         F.enumerate_formulas(9, {})
+
+
+def test_functions_of_t_alone_do_not_make_new_policies():
+    # rbar + 1/t ranks the arms of any round exactly like rbar: one class
+    pts = F.sample_points(jax.random.PRNGKey(2), 256, 100)
+    texts = [F.format_formula(t) for t in F.equivalence_classes(F.enumerate_formulas(4, pts)).tokens]
+    assert "rbar" in texts and "rbar + inv(t)" not in texts and "sqrt(rbar)" not in texts
+    assert "t" not in texts and "ln(t)" not in texts          # random policies are dropped
