@@ -3,7 +3,8 @@
 The only layer of subsample_mcmc that touches NumPyro internals.
 """
 
+from .gibbs import RacingGibbs, RacingGibbsState
 from .mh import RacingMH, RacingMHState
 from .model import ModelSubsampler, PlateIndices
 
-__all__ = ["RacingMH", "RacingMHState", "ModelSubsampler", "PlateIndices"]
+__all__ = ["RacingGibbs", "RacingGibbsState", "RacingMH", "RacingMHState", "ModelSubsampler", "PlateIndices"]

@@ -1,0 +1,132 @@
+"""RacingGibbs: exact Gibbs equivalence, total variation, composition with NumPyro Gibbs."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+import pytest
+from numpyro.infer import MCMC, NUTS, DiscreteHMCGibbs, Gibbs
+from scipy import stats
+
+from subsample_mcmc import RacingGibbs, RacingMH
+
+LOCS = jnp.array([0.0, 0.02, 0.04, 0.03, -0.01])
+N = 5000
+Y = jax.random.normal(jax.random.PRNGKey(0), (N,)) + 0.025
+
+
+def single_site(y):
+    k = numpyro.sample("k", dist.Categorical(probs=jnp.ones(5) / 5))
+    with numpyro.plate("data", y.shape[0]):
+        numpyro.sample("y", dist.Normal(LOCS[k], 1.0), obs=y)
+
+
+def mixed(y):
+    k = numpyro.sample("k", dist.Categorical(probs=jnp.array([0.1, 0.2, 0.3, 0.2, 0.2])))
+    s = numpyro.sample("s", dist.HalfNormal(2.0))
+    with numpyro.plate("data", y.shape[0]):
+        numpyro.sample("y", dist.Normal(LOCS[k], s), obs=y)
+
+
+def _exact_posterior(y):
+    yy = np.asarray(y, np.float64)
+    lp = np.array([np.sum(-0.5 * (yy - float(m)) ** 2) for m in LOCS])
+    p = np.exp(lp - lp.max())
+    return p / p.sum(), lp
+
+
+def test_draws_match_exact_gibbs_when_forced_to_read_all():
+    """first_batch = N: every draw equals the exact Gumbel-max Gibbs draw (float64) made
+    with the same Gumbel noise."""
+    kernel = RacingGibbs(single_site, first_batch=N)
+    state = kernel.init(jax.random.PRNGKey(3), 0, None, (Y,), {})
+    step = jax.jit(lambda s: kernel.sample(s, (Y,), {}))
+    _, lp = _exact_posterior(Y)
+    seen = set()
+    for _ in range(40):
+        _, key_site = jax.random.split(state.rng_key)
+        key_gumbel, _ = jax.random.split(key_site)
+        gumbel = np.asarray(jax.random.gumbel(key_gumbel, (5,), jnp.float32), np.float64)
+        exact = int(np.argmax(np.log(0.2) + lp + gumbel))
+        state = step(state)
+        assert int(state.z["k"]) == exact
+        assert int(state.num_likelihood_evals) == 5 * N
+        seen.add(exact)
+    assert len(seen) >= 3
+
+
+def test_total_variation_within_delta():
+    p, _ = _exact_posterior(Y)
+    delta, num = 0.05, 3000
+    mcmc = MCMC(RacingGibbs(single_site, delta=delta), num_warmup=0, num_samples=num, progress_bar=False)
+    mcmc.run(jax.random.PRNGKey(1), Y, extra_fields=("num_likelihood_evals",))
+    counts = np.bincount(np.asarray(mcmc.get_samples()["k"]), minlength=5)
+    tv = 0.5 * np.abs(counts / num - p).sum()
+    rng = np.random.default_rng(0)
+    noise = [0.5 * np.abs(rng.multinomial(num, p) / num - p).sum() for _ in range(2000)]
+    assert tv <= delta + np.quantile(noise, 0.999)
+    assert float(mcmc.get_extra_fields()["num_likelihood_evals"].mean()) < 5 * N
+
+
+def test_exact_method_follows_the_posterior():
+    p, _ = _exact_posterior(Y)
+    mcmc = MCMC(RacingGibbs(single_site, method="exact"), num_warmup=0, num_samples=3000, progress_bar=False)
+    mcmc.run(jax.random.PRNGKey(2), Y)
+    counts = np.bincount(np.asarray(mcmc.get_samples()["k"]), minlength=5)
+    assert stats.chisquare(counts, 3000 * p).pvalue > 1e-3
+
+
+@pytest.mark.parametrize("inner", ["nuts", "racing_mh"])
+def test_mixed_model_matches_discrete_hmc_gibbs(inner):
+    inner_kernel = NUTS(mixed) if inner == "nuts" else RacingMH(mixed, proposal="langevin")
+    ours = MCMC(RacingGibbs(mixed, inner_kernel=inner_kernel), num_warmup=300, num_samples=1500,
+                num_chains=2, chain_method="vectorized", progress_bar=False)
+    ours.run(jax.random.PRNGKey(0), Y)
+    ref = MCMC(DiscreteHMCGibbs(NUTS(mixed)), num_warmup=300, num_samples=1500, num_chains=2,
+               chain_method="sequential", progress_bar=False)
+    ref.run(jax.random.PRNGKey(1), Y)
+    a, b = ours.get_samples(), ref.get_samples()
+    fa = np.bincount(np.asarray(a["k"]), minlength=5) / a["k"].size
+    fb = np.bincount(np.asarray(b["k"]), minlength=5) / b["k"].size
+    assert 0.5 * np.abs(fa - fb).sum() < 0.1
+    s_sd = float(b["s"].std())
+    assert abs(float(a["s"].mean()) - float(b["s"].mean())) < 0.5 * s_sd
+    assert abs(float(a["s"].std()) / s_sd - 1) < 0.3
+
+
+def test_blocks_of_numpyro_gibbs():
+    """RacingGibbs and RacingMH are blocks of NumPyro's composable Gibbs kernel."""
+    kernel = Gibbs([(RacingGibbs(mixed), ["k"]), (RacingMH(mixed, control_variate=None, delta=0.01), ["s"])])
+    mcmc = MCMC(kernel, num_warmup=200, num_samples=600, progress_bar=False)
+    mcmc.run(jax.random.PRNGKey(4), Y)
+    ref = MCMC(DiscreteHMCGibbs(NUTS(mixed)), num_warmup=200, num_samples=600, progress_bar=False)
+    ref.run(jax.random.PRNGKey(5), Y)
+    a, b = mcmc.get_samples(), ref.get_samples()
+    assert abs(float(a["s"].mean()) - float(b["s"].mean())) < 0.5 * float(b["s"].std())
+    fa = np.bincount(np.asarray(a["k"]), minlength=5) / a["k"].size
+    fb = np.bincount(np.asarray(b["k"]), minlength=5) / b["k"].size
+    assert 0.5 * np.abs(fa - fb).sum() < 0.15
+
+
+def poisson_site(y):
+    k = numpyro.sample("k", dist.Poisson(3.0))
+    with numpyro.plate("data", y.shape[0]):
+        numpyro.sample("y", dist.Normal(k, 1.0), obs=y)
+
+
+def vector_site(y):
+    k = numpyro.sample("k", dist.Bernoulli(0.5).expand([3]).to_event(1))
+    with numpyro.plate("data", y.shape[0]):
+        numpyro.sample("y", dist.Normal(k.sum(), 1.0), obs=y)
+
+
+@pytest.mark.parametrize("model,inner,match", [
+    (poisson_site, None, "'k'.*finite support"),
+    (mixed, None, r"\['s'\].*inner_kernel"),
+    (vector_site, None, "scalar discrete"),
+])
+def test_bad_models(model, inner, match):
+    with pytest.raises(ValueError, match=match):
+        MCMC(RacingGibbs(model, inner_kernel=inner), num_warmup=1, num_samples=1,
+             progress_bar=False).run(jax.random.PRNGKey(0), Y[:200])
