@@ -130,3 +130,51 @@ def test_bad_models(model, inner, match):
     with pytest.raises(ValueError, match=match):
         MCMC(RacingGibbs(model, inner_kernel=inner), num_warmup=1, num_samples=1,
              progress_bar=False).run(jax.random.PRNGKey(0), Y[:200])
+
+
+SC = jnp.array([1.0, 1.004, 1.008, 0.996, 1.006])
+
+
+def student(y):
+    k = numpyro.sample("k", dist.Categorical(probs=jnp.ones(5) / 5))
+    with numpyro.plate("data", y.shape[0]):
+        numpyro.sample("y", dist.StudentT(5.0, 0.0, SC[k]), obs=y)
+
+
+def test_data_space_control_variate_reads_less_and_stays_exact():
+    from subsample_mcmc.numpyro import DataSpaceControlVariate
+
+    n = 20_000
+    y = jax.random.t(jax.random.PRNGKey(0), 5.0, (n,))
+    lik = lambda v, yy: dist.StudentT(5.0, 0.0, SC[v["k"]]).log_prob(yy[0])  # noqa: E731
+    cv = DataSpaceControlVariate(lik, y, num_bins=50, exact_fraction=0.1)
+    runs = {}
+    for name, c in (("plain", None), ("cv", cv)):
+        mcmc = MCMC(RacingGibbs(student, control_variate=c, first_batch=100), num_warmup=0,
+                    num_samples=400, progress_bar=False)
+        mcmc.run(jax.random.PRNGKey(1), y, extra_fields=("num_likelihood_evals",))
+        runs[name] = (np.asarray(mcmc.get_samples()["k"]), float(mcmc.get_extra_fields()["num_likelihood_evals"].mean()))
+    # exact points are read every step (10% of N per arm); the race itself reads far less
+    race_evals_cv = runs["cv"][1] - 5 * int(0.1 * n)
+    assert race_evals_cv < 0.25 * runs["plain"][1]
+    # forced full read with the control variate: exact Gibbs draws
+    kernel = RacingGibbs(student, control_variate=cv, first_batch=n - int(0.1 * n))
+    state = kernel.init(jax.random.PRNGKey(3), 0, None, (y,), {})
+    step = jax.jit(lambda s: kernel.sample(s, (y,), {}))
+    yy = np.asarray(y, np.float64)
+    lp = np.array([stats.t.logpdf(yy, 5.0, 0.0, float(s)).sum() for s in SC])
+    for _ in range(20):
+        _, key_site = jax.random.split(state.rng_key)
+        gumbel = np.asarray(jax.random.gumbel(jax.random.split(key_site)[0], (5,), jnp.float32), np.float64)
+        state = step(state)
+        assert int(state.z["k"]) == int(np.argmax(lp + np.log(0.2) + gumbel))
+
+
+def test_data_space_control_variate_must_agree_with_the_model():
+    from subsample_mcmc.numpyro import DataSpaceControlVariate
+
+    y = jax.random.t(jax.random.PRNGKey(0), 5.0, (1000,))
+    wrong = DataSpaceControlVariate(lambda v, yy: dist.Normal(0.0, SC[v["k"]]).log_prob(yy[0]), y, num_bins=10)
+    with pytest.raises(ValueError, match="disagrees with the model"):
+        MCMC(RacingGibbs(student, control_variate=wrong), num_warmup=0, num_samples=1,
+             progress_bar=False).run(jax.random.PRNGKey(0), y)

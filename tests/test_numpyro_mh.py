@@ -263,3 +263,19 @@ def test_nonfinite_loglik_at_initial_point_names_the_site():
 def test_bad_kernel_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
         RacingMH(normal_model, **kwargs)
+
+
+def test_data_space_control_variate_in_racing_mh():
+    from subsample_mcmc.numpyro import DataSpaceControlVariate
+
+    mean, sd = _posterior()
+    cv = DataSpaceControlVariate(lambda v, y: dist.Normal(v["mu"], 2.0).log_prob(y[0]), Y, num_bins=20)
+    mcmc = MCMC(RacingMH(normal_model, proposal="random_walk", control_variate=cv), num_warmup=300,
+                num_samples=1000, num_chains=2, chain_method="vectorized", progress_bar=False)
+    mcmc.run(jax.random.PRNGKey(2), Y, extra_fields=("num_likelihood_evals",))
+    idata = az.from_numpyro(mcmc)
+    mcse = float(az.mcse(idata, var_names=["mu"])["mu"])
+    assert abs(float(idata.posterior["mu"].mean()) - mean) < 4 * mcse
+    assert abs(float(idata.posterior["mu"].std()) / sd - 1) < 0.15
+    # a Gaussian likelihood is quadratic in the data: the residual rewards are constant
+    assert float(idata.sample_stats["num_likelihood_evals"].mean()) <= 2 * 50 + 1e-6

@@ -138,6 +138,7 @@ def racing_mh_step(
     inverse_mass_diag=None,
     grad_batch_size: int = 100,
     proxy: Optional[TaylorProxy] = None,
+    control_variate_fn: Optional[Callable] = None,
     **race_options,
 ):
     r"""One racing MH transition (a BlackJAX-style pure step) on a flat position.
@@ -153,6 +154,8 @@ def racing_mh_step(
             then reads the residuals ``l_n - h_n`` and the proxy's exact sum enters
             the MH ratio (and the Langevin gradient becomes the control-variate
             estimate ``grad [log p + sum_n h_n] + (N/b) sum_batch grad (l_n - h_n)``).
+        control_variate_fn: optional ``(x, x') -> TaylorControlVariate``: the data-space
+            control variate (Eq. 11) of the two arms, passed to the race.
 
     Returns:
         ``(new_position, MHInfo)``.
@@ -197,6 +200,8 @@ def racing_mh_step(
         return jnp.stack([residual(position, idx), residual(new, idx)])
 
     lp_cur, lp_new = known(position), known(new)
+    if control_variate_fn is not None:
+        race_options = {**race_options, "control_variate": control_variate_fn(position, new)}
     accept, race = racing_mh_accept(key_accept, both, n, lp_cur, lp_new, log_fwd, log_bwd, **race_options)
     accept = accept & jnp.isfinite(lp_new)
     out = jax.tree.map(lambda a, b: jnp.where(accept, b, a), position, new)

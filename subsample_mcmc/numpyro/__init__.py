@@ -3,8 +3,9 @@
 The only layer of subsample_mcmc that touches NumPyro internals.
 """
 
+from .control import DataSpaceControlVariate
 from .gibbs import RacingGibbs, RacingGibbsState
 from .mh import RacingMH, RacingMHState
 from .model import ModelSubsampler, PlateIndices
 
-__all__ = ["RacingGibbs", "RacingGibbsState", "RacingMH", "RacingMHState", "ModelSubsampler", "PlateIndices"]
+__all__ = ["DataSpaceControlVariate", "RacingGibbs", "RacingGibbsState", "RacingMH", "RacingMHState", "ModelSubsampler", "PlateIndices"]

@@ -26,6 +26,7 @@ from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import is_prng_key
 
 from ..racing import METHODS, sample_discrete
+from .control import DataSpaceControlVariate
 from .model import ModelSubsampler
 
 __all__ = ["RacingGibbs", "RacingGibbsState"]
@@ -50,6 +51,8 @@ class RacingGibbs(MCMCKernel):
             (:func:`~subsample_mcmc.racing.best_arm`); ``method="exact"`` is the exact
             Gibbs sampler with the same random numbers.
         data_plate: name of the data plate when there are several candidates.
+        control_variate: a :class:`~subsample_mcmc.numpyro.DataSpaceControlVariate`
+            (the paper's Eq. 11 with binned reference points and exactly-read outliers).
 
     The state's ``num_likelihood_evals`` adds the races' reward evaluations (all arms)
     and, when the inner kernel reports it, the inner kernel's.
@@ -59,7 +62,11 @@ class RacingGibbs(MCMCKernel):
 
     def __init__(self, model, inner_kernel: Optional[MCMCKernel] = None, *, method: str = "normal",
                  delta: float = 0.05, first_batch: int = 50, variance: str = "pairwise",
-                 data_plate: Optional[str] = None):
+                 data_plate: Optional[str] = None,
+                 control_variate: Optional[DataSpaceControlVariate] = None):
+        if control_variate is not None and not isinstance(control_variate, DataSpaceControlVariate):
+            raise TypeError("control_variate must be a DataSpaceControlVariate or None")
+        self.control_variate = control_variate
         if method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {method!r}")
         if not (0.0 < float(delta) < 0.5):
@@ -106,6 +113,15 @@ class RacingGibbs(MCMCKernel):
                 f"the data plate {ms.plate!r} has N={ms.size} points, fewer than "
                 f"first_batch={self.race_options['first_batch']}; lower first_batch"
             )
+        if self.control_variate is not None:
+            if self.control_variate.size != ms.size:
+                raise ValueError(
+                    f"control_variate was built on {self.control_variate.size} data points, the data "
+                    f"plate {ms.plate!r} has {ms.size}"
+                )
+            values = {k: ms.prototype_trace[k]["value"] for k in ms.latent_sites}
+            self.control_variate.check(
+                lambda v, idx: ms.log_likelihood(v, idx, model_args, model_kwargs), values)
         self._ms = ms
         return ms
 
@@ -168,7 +184,11 @@ class RacingGibbs(MCMCKernel):
             def rewards(idx, values_at=values_at):
                 return jax.vmap(lambda v: ms.log_likelihood(values_at(v), idx, model_args, model_kwargs))(support)
 
-            draw = sample_discrete(k, log_prior, rewards, population_size=ms.size, **self.race_options)
+            options = dict(self.race_options)
+            if self.control_variate is not None:
+                arm_values = jax.vmap(values_at)(support)
+                options["control_variate"] = self.control_variate.for_arms(arm_values)
+            draw = sample_discrete(k, log_prior, rewards, population_size=ms.size, **options)
             ok = draw.value >= 0
             new = support[jnp.maximum(draw.value, 0)].astype(discrete[name].dtype)
             discrete = {**discrete, name: jnp.where(ok, new, discrete[name])}

@@ -42,6 +42,7 @@ from numpyro.util import is_prng_key
 from ..kernels.mh import racing_mh_step
 from ..kernels.proxy import TaylorProxy, taylor_proxy
 from ..racing import METHODS
+from .control import DataSpaceControlVariate
 from .model import ModelSubsampler
 
 __all__ = ["RacingMH", "RacingMHState"]
@@ -89,7 +90,11 @@ class RacingMH(MCMCKernel):
         control_variate: ``"taylor"`` (default): a second-order parameter-space Taylor
             proxy around the MAP (:mod:`subsample_mcmc.kernels.proxy`, as NumPyro's
             ``HMCECS.taylor_proxy``); its full-data sums cost one pass over the data at
-            ``init`` (and at every ``refresh``).  ``None``: race the raw log-likelihoods.
+            ``init`` (and at every ``refresh``).  A
+            :class:`~subsample_mcmc.numpyro.DataSpaceControlVariate`: the paper's data-space
+            expansion (Eq. 11).  ``None``: race the raw log-likelihoods (then prefer a
+            small ``delta``, e.g. 0.01: near-threshold MH decisions err at rate up to
+            ``delta`` and a random walk makes many of them).
         newton_steps: full-data Newton steps polishing the MAP before the proxy is built.
 
     Example:
@@ -135,8 +140,10 @@ class RacingMH(MCMCKernel):
             raise ValueError(f"method must be one of {METHODS}, got {method!r}")
         if not (0.0 < float(delta) < 0.5):
             raise ValueError(f"delta must lie in (0, 0.5), got {delta}")
-        if control_variate not in (None, "taylor"):
-            raise ValueError(f"control_variate must be None or 'taylor', got {control_variate!r}")
+        if control_variate not in (None, "taylor") and not isinstance(control_variate, DataSpaceControlVariate):
+            raise ValueError(
+                f"control_variate must be None, 'taylor' or a DataSpaceControlVariate, got {control_variate!r}"
+            )
         if init_strategy not in ("map", "prior"):
             raise ValueError(f"init_strategy must be 'map' or 'prior', got {init_strategy!r}")
         if step_size is not None and not step_size > 0:
@@ -182,6 +189,15 @@ class RacingMH(MCMCKernel):
                     f"the data plate {ms.plate!r} has N={ms.size} points, fewer than "
                     f"first_batch={self.race_options['first_batch']}; lower first_batch"
                 )
+            if isinstance(self.control_variate, DataSpaceControlVariate):
+                if self.control_variate.size != ms.size:
+                    raise ValueError(
+                        f"control_variate was built on {self.control_variate.size} data points, "
+                        f"the data plate {ms.plate!r} has {ms.size}"
+                    )
+                values = {k: ms.prototype_trace[k]["value"] for k in ms.latent_sites}
+                self.control_variate.check(
+                    lambda v, idx: ms.log_likelihood(v, idx, model_args, model_kwargs), values)
             self._subsampler = ms
         return self._subsampler
 
@@ -199,6 +215,18 @@ class RacingMH(MCMCKernel):
 
         def fn(flat, idx):
             return ms.log_likelihood(ms.constrain(self._unravel(flat)), idx, model_args, model_kwargs)
+
+        return fn
+
+    def _data_cv_fn(self):
+        if not isinstance(self.control_variate, DataSpaceControlVariate):
+            return None
+        ms, cv = self._subsampler, self.control_variate
+
+        def fn(x, x_new):
+            arms = jax.tree.map(lambda a, b: jnp.stack([a, b]),
+                                ms.constrain(self._unravel(x)), ms.constrain(self._unravel(x_new)))
+            return cv.for_arms(arms)
 
         return fn
 
@@ -336,7 +364,7 @@ class RacingMH(MCMCKernel):
             log_likelihood_fn=self._log_lik_fn(model_args, model_kwargs),
             population_size=ms.size, step_size=state.step_size, proposal=self.proposal,
             inverse_mass_diag=state.inverse_mass_matrix, grad_batch_size=min(self.grad_batch_size, ms.size),
-            proxy=state.proxy, **self.race_options,
+            proxy=state.proxy, control_variate_fn=self._data_cv_fn(), **self.race_options,
         )
         accept = info.accepted.astype(flat.dtype)
         i = state.i + 1
