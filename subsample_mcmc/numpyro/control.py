@@ -58,6 +58,16 @@ class DataSpaceControlVariate:
 
         return taylor_control_variate(per_datum, self.bins)
 
+    def validate(self, subsampler, model_args, model_kwargs) -> None:
+        """Raise unless this control variate fits the model's data plate (size, values)."""
+        if self.size != subsampler.size:
+            raise ValueError(
+                f"control_variate was built on {self.size} data points, the data plate "
+                f"{subsampler.plate!r} has {subsampler.size}"
+            )
+        values = {k: subsampler.prototype_trace[k]["value"] for k in subsampler.latent_sites}
+        self.check(lambda v, idx: subsampler.log_likelihood(v, idx, model_args, model_kwargs), values)
+
     def check(self, model_log_likelihood, values, name: str = "control_variate") -> None:
         """Raise if ``log_likelihood_fn`` disagrees with the model on a few data points."""
         idx = jnp.unique(jnp.linspace(0, self.size - 1, 8).astype(jnp.int32))

@@ -114,14 +114,7 @@ class RacingGibbs(MCMCKernel):
                 f"first_batch={self.race_options['first_batch']}; lower first_batch"
             )
         if self.control_variate is not None:
-            if self.control_variate.size != ms.size:
-                raise ValueError(
-                    f"control_variate was built on {self.control_variate.size} data points, the data "
-                    f"plate {ms.plate!r} has {ms.size}"
-                )
-            values = {k: ms.prototype_trace[k]["value"] for k in ms.latent_sites}
-            self.control_variate.check(
-                lambda v, idx: ms.log_likelihood(v, idx, model_args, model_kwargs), values)
+            self.control_variate.validate(ms, model_args, model_kwargs)
         self._ms = ms
         return ms
 

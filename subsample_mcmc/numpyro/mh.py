@@ -190,14 +190,7 @@ class RacingMH(MCMCKernel):
                     f"first_batch={self.race_options['first_batch']}; lower first_batch"
                 )
             if isinstance(self.control_variate, DataSpaceControlVariate):
-                if self.control_variate.size != ms.size:
-                    raise ValueError(
-                        f"control_variate was built on {self.control_variate.size} data points, "
-                        f"the data plate {ms.plate!r} has {ms.size}"
-                    )
-                values = {k: ms.prototype_trace[k]["value"] for k in ms.latent_sites}
-                self.control_variate.check(
-                    lambda v, idx: ms.log_likelihood(v, idx, model_args, model_kwargs), values)
+                self.control_variate.validate(ms, model_args, model_kwargs)
             self._subsampler = ms
         return self._subsampler
 
@@ -448,28 +441,19 @@ class RacingMH(MCMCKernel):
 
 
 def _adam_map(objective, flat, key, steps):
-    """MAP by Adam on mini-batch log-posteriors (cost O(steps x batch), not O(N))."""
+    """MAP by Adam on mini-batch log-posteriors (cost O(steps x batch), not O(N)): a
+    constant rate, then a decaying one to damp the mini-batch noise."""
     scale = 0.05
-    opt = optax.adam(scale)
+    schedules = (optax.adam(scale), optax.adam(optax.exponential_decay(scale / 5, steps, 0.01)))
+    for phase, opt in enumerate(schedules):
 
-    def body(carry, k):
-        x, s = carry
-        g = jax.grad(lambda z: -objective(z, k))(x)
-        g = jnp.where(jnp.isfinite(g), g, 0.0)
-        upd, s = opt.update(g, s, x)
-        return (optax.apply_updates(x, upd), s), None
+        def body(carry, k, opt=opt):
+            x, s = carry
+            g = jax.grad(lambda z: -objective(z, k))(x)
+            g = jnp.where(jnp.isfinite(g), g, 0.0)
+            upd, s = opt.update(g, s, x)
+            return (optax.apply_updates(x, upd), s), None
 
-    (x, _), _ = jax.jit(lambda c, ks: jax.lax.scan(body, c, ks))((flat, opt.init(flat)), jax.random.split(key, steps))
-    # polish with a decaying rate to damp mini-batch noise
-    opt2 = optax.adam(optax.exponential_decay(scale / 5, steps, 0.01))
-
-    def body2(carry, k):
-        x, s = carry
-        g = jax.grad(lambda z: -objective(z, k))(x)
-        g = jnp.where(jnp.isfinite(g), g, 0.0)
-        upd, s = opt2.update(g, s, x)
-        return (optax.apply_updates(x, upd), s), None
-
-    (x, _), _ = jax.jit(lambda c, ks: jax.lax.scan(body2, c, ks))(
-        (x, opt2.init(x)), jax.random.split(jax.random.fold_in(key, 1), steps))
-    return x
+        keys = jax.random.split(jax.random.fold_in(key, phase), steps)
+        (flat, _), _ = jax.jit(lambda c, ks, body=body: jax.lax.scan(body, c, ks))((flat, opt.init(flat)), keys)
+    return flat
