@@ -1,0 +1,388 @@
+r"""Bayesian logistic regression at large N: RacingMH against NUTS and HMCECS.
+
+Shared by ``benchmarks/logistic_regression.py`` and
+``notebooks/logistic_regression_large_n.ipynb``.
+
+* :func:`simulate` -- covariates ``x_n ~ N(0, I_d)``, coefficients fixed by a seed, labels
+  ``y_n ~ Bernoulli(sigmoid(x_n^T w + b))``;
+* :func:`logistic_model` (plain plate, for NUTS and RacingMH) and
+  :func:`logistic_model_ecs` (``subsample_size`` plate with ``numpyro.subsample``, for
+  HMCECS; RacingMH accepts it too);
+* :func:`map_estimate` -- full-data Newton iterations (the reference point of the Taylor
+  proxies) and :func:`laplace_approximation` (a cheap cross-check of the posterior);
+* :func:`make_kernel` -- the compared samplers by name (:data:`METHODS`);
+* :func:`timed_run` -- the timing protocol: ``warmup`` then ``run`` (end to end, compile
+  included) and a continuation run of the same length from ``last_state`` (steady
+  state: the compiled loop is reused, so no compilation is timed);
+* :func:`likelihood_evals_per_iteration` -- per-datum log-likelihood evaluations per
+  iteration of each method, from its extra fields;
+* :func:`ess_summary`, :func:`compare_to_reference` -- ArviZ ESS and the errors of
+  posterior means and sds in units of Monte Carlo standard error.
+
+Parameters are always handled as a flat ``[draws, p]`` matrix with names
+``w[0] .. w[d-1], b`` (:func:`flatten_samples`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import NamedTuple, Optional
+
+import arviz as az
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+from numpyro.infer import HMCECS, MCMC, NUTS
+
+__all__ = [
+    "LogisticData", "simulate", "logistic_model", "logistic_model_ecs", "PRIOR_W_SCALE",
+    "PRIOR_B_SCALE", "param_names", "flatten_samples", "map_estimate", "laplace_approximation",
+    "METHODS", "make_kernel", "model_for", "extra_fields_for", "model_args_for", "timed_run",
+    "TimedRun", "steady_state_run", "mean_sd_mcse",
+    "likelihood_evals_per_iteration", "ess_summary", "compare_to_reference", "to_idata",
+]
+
+#: prior scales: ``w ~ N(0, PRIOR_W_SCALE^2 I)``, ``b ~ N(0, PRIOR_B_SCALE^2)``
+PRIOR_W_SCALE = 1.0
+PRIOR_B_SCALE = 5.0
+
+
+class LogisticData(NamedTuple):
+    x: jax.Array  # [N, d] float32
+    y: jax.Array  # [N] float32 in {0, 1}
+    w_true: np.ndarray  # [d]
+    b_true: float
+
+
+def simulate(n: int, d: int = 10, seed: int = 0) -> LogisticData:
+    """Simulated logistic-regression data.
+
+    ``x_n ~ N(0, I_d)`` (float32), true coefficients ``w_j ~ N(0, 0.5^2)`` and intercept
+    ``b = -0.5`` (fixed by ``seed`` and ``d``, not by ``n``, so that data sets of
+    different sizes share the same truth), ``y_n ~ Bernoulli(sigmoid(x_n^T w + b))``.
+    """
+    rng = np.random.default_rng(seed)
+    w_true = rng.normal(0.0, 0.5, size=d)
+    b_true = -0.5
+    kx, ky = jax.random.split(jax.random.PRNGKey(seed + 1))
+    x = jax.random.normal(kx, (int(n), d), jnp.float32)
+    logits = x @ jnp.asarray(w_true, jnp.float32) + b_true
+    y = (jax.random.uniform(ky, (int(n),)) < jax.nn.sigmoid(logits)).astype(jnp.float32)
+    return LogisticData(x, y, w_true, b_true)
+
+
+def logistic_model(x, y=None):
+    """Plain NumPyro model: ``w ~ N(0, I)``, ``b ~ N(0, 5^2)``, one data plate of size N."""
+    d = x.shape[1]
+    w = numpyro.sample("w", dist.Normal(0.0, PRIOR_W_SCALE).expand([d]).to_event(1))
+    b = numpyro.sample("b", dist.Normal(0.0, PRIOR_B_SCALE))
+    with numpyro.plate("data", x.shape[0]):
+        numpyro.sample("y", dist.Bernoulli(logits=x @ w + b), obs=y)
+
+
+def logistic_model_ecs(x, y, subsample_size: int = 1000):
+    """The same model in HMCECS style: a ``subsample_size`` plate and ``numpyro.subsample``."""
+    d = x.shape[1]
+    w = numpyro.sample("w", dist.Normal(0.0, PRIOR_W_SCALE).expand([d]).to_event(1))
+    b = numpyro.sample("b", dist.Normal(0.0, PRIOR_B_SCALE))
+    with numpyro.plate("data", x.shape[0], subsample_size=subsample_size):
+        xb = numpyro.subsample(x, event_dim=1)
+        yb = numpyro.subsample(y, event_dim=0)
+        numpyro.sample("y", dist.Bernoulli(logits=xb @ w + b), obs=yb)
+
+
+def param_names(d: int) -> list[str]:
+    return [f"w[{j}]" for j in range(d)] + ["b"]
+
+
+def flatten_samples(samples: dict) -> np.ndarray:
+    """``{"w": [..., d], "b": [...]}`` -> ``[..., d + 1]`` (float64 numpy)."""
+    w = np.asarray(samples["w"], np.float64)
+    b = np.asarray(samples["b"], np.float64)[..., None]
+    return np.concatenate([w, b], axis=-1)
+
+
+# -- posterior mode and Laplace approximation -------------------------------------------
+def _neg_log_post_parts(theta, x, y):
+    """Gradient and Hessian of the log posterior at ``theta = (w, b)`` (full data)."""
+    d = x.shape[1]
+    w, b = theta[:d], theta[d]
+    p = jax.nn.sigmoid(x @ w + b)
+    r = y - p
+    s = p * (1.0 - p)
+    prior_prec = jnp.concatenate([jnp.full((d,), PRIOR_W_SCALE**-2), jnp.array([PRIOR_B_SCALE**-2])])
+    xa = jnp.concatenate([x, jnp.ones((x.shape[0], 1), x.dtype)], axis=1)
+    grad = xa.T @ r - prior_prec * theta
+    hess = -(xa * s[:, None]).T @ xa - jnp.diag(prior_prec)
+    return grad, hess
+
+
+@jax.jit
+def _newton_step(theta, x, y):
+    grad, hess = _neg_log_post_parts(theta, x, y)
+    return theta - jnp.linalg.solve(hess, grad), jnp.max(jnp.abs(grad))
+
+
+def map_estimate(x, y, steps: int = 12) -> dict:
+    """MAP of the logistic-regression posterior by full-data Newton iterations.
+
+    Each iteration is one pass over the data (gradient and Hessian); logistic regression
+    converges quadratically from 0 in well under ``steps`` iterations.  Returns
+    ``{"w": [d], "b": ()}`` (float32 jax arrays).
+    """
+    d = x.shape[1]
+    theta = jnp.zeros((d + 1,), x.dtype)
+    for _ in range(steps):
+        theta, _ = _newton_step(theta, x, y)
+    return {"w": theta[:d], "b": theta[d]}
+
+
+def laplace_approximation(x, y, mode: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Posterior means and sds of the Laplace approximation at ``mode`` (flat order).
+
+    At large N the logistic-regression posterior is very nearly Gaussian (its skewness
+    is O(N^{-1/2})), so this is a cheap cross-check of the NUTS reference.
+    """
+    theta = jnp.concatenate([mode["w"], jnp.atleast_1d(mode["b"])])
+    _, hess = jax.jit(_neg_log_post_parts)(theta, x, y)
+    cov = np.linalg.inv(-np.asarray(hess, np.float64))
+    return np.asarray(theta, np.float64), np.sqrt(np.diag(cov))
+
+
+# -- the compared samplers ------------------------------------------------------------------
+#: name -> description (used in tables)
+METHODS = {
+    "nuts": "NumPyro NUTS, full data",
+    "hmcecs": "NumPyro HMCECS (NUTS inner), Taylor proxy at the MAP",
+    "racing_rw": "RacingMH random walk, no control variate",
+    "racing_rw_taylor": "RacingMH random walk, Taylor control variate",
+    "racing_langevin": "RacingMH Langevin, no control variate",
+    "racing_langevin_taylor": "RacingMH Langevin, Taylor control variate",
+}
+
+
+def model_for(method: str):
+    """The model a method runs on (HMCECS needs the subsample-style model)."""
+    return logistic_model_ecs if method == "hmcecs" else logistic_model
+
+
+def make_kernel(method: str, *, reference: Optional[dict] = None, num_blocks: int = 100,
+                racing_options: Optional[dict] = None):
+    """A fresh kernel for ``method`` (a key of :data:`METHODS`).
+
+    Args:
+        reference: MAP ``{"w", "b"}`` for HMCECS's ``taylor_proxy`` (required for
+            ``"hmcecs"``).  RacingMH finds its own (mini-batch Adam + full-data Newton
+            steps at ``init``; that time is part of its end-to-end time).
+        num_blocks: HMCECS block updates of the subsample indices (NumPyro's example
+            uses 100).
+        racing_options: extra keyword arguments of ``RacingMH``.
+    """
+    from ..numpyro import RacingMH
+
+    racing_options = dict(racing_options or {})
+    if method == "nuts":
+        return NUTS(logistic_model)
+    if method == "hmcecs":
+        if reference is None:
+            raise ValueError("hmcecs needs a reference point (the MAP) for its Taylor proxy")
+        return HMCECS(NUTS(logistic_model_ecs), num_blocks=num_blocks,
+                      proxy=HMCECS.taylor_proxy(reference))
+    if method.startswith("racing_"):
+        proposal = "langevin" if "langevin" in method else "random_walk"
+        cv = "taylor" if method.endswith("_taylor") else None
+        return RacingMH(logistic_model, proposal=proposal, control_variate=cv, **racing_options)
+    raise ValueError(f"unknown method {method!r}; choose from {list(METHODS)}")
+
+
+def extra_fields_for(method: str) -> tuple:
+    if method == "nuts":
+        return ("num_steps", "accept_prob")
+    if method == "hmcecs":
+        return ("hmc_state.num_steps", "accept_prob")
+    return ("num_likelihood_evals", "accept_prob", "race_stage")
+
+
+def model_args_for(method: str, data: LogisticData, subsample_size: int = 1000):
+    if method == "hmcecs":
+        return (data.x, data.y), {"subsample_size": int(subsample_size)}
+    return (data.x, data.y), {}
+
+
+# -- timing protocol ------------------------------------------------------------------------------
+class TimedRun(NamedTuple):
+    theta: np.ndarray  # [S, p] draws of the NumPyro sampling run (after warmup)
+    extra: dict  # its extra fields
+    theta_steady: np.ndarray  # [S_steady, p] draws of the steady-state continuation
+    extra_steady: dict
+    warmup_seconds: float  # init (incl. any MAP/proxy setup) + compilation + warmup
+    sampling_seconds: float  # NumPyro sampling run, compilation of its loop included
+    steady_compile_seconds: float  # compilation of the continuation (not timed as sampling)
+    steady_seconds: float  # execution of the continuation only
+    mcmc: MCMC
+
+
+def _block(tree):
+    return jax.tree.map(lambda a: a.block_until_ready() if hasattr(a, "block_until_ready") else a, tree)
+
+
+def _get_field(state, name: str):
+    for part in name.split("."):
+        state = getattr(state, part)
+    return state
+
+
+def steady_state_run(kernel, state, model_args, model_kwargs, num_steps: int, extra_fields: tuple = ()):
+    """Continue a chain for ``num_steps`` kernel steps from ``state``, compile excluded.
+
+    The steps run in one ``jax.lax.scan`` over ``kernel.sample`` (what NumPyro's
+    ``MCMC.run`` loop does, without its bookkeeping), compiled ahead of time
+    (``jit(...).lower(...).compile()``); only the execution is timed.
+
+    Why not simply ``mcmc.post_warmup_state = mcmc.last_state; mcmc.run(...)``: NumPyro
+    0.22 recompiles its collection loop on every ``run`` (for NUTS as well; a few seconds
+    each on this machine), so that wall time is not a steady-state cost.
+
+    Returns:
+        ``(theta [num_steps, p], extra {field: [num_steps]}, last_state, compile_seconds,
+        run_seconds)``.
+    """
+    post = kernel.postprocess_fn(model_args, model_kwargs)
+
+    def chain(s, args):
+        def body(c, _):
+            c = kernel.sample(c, args, model_kwargs)
+            return c, (post(c.z), {f: _get_field(c, f) for f in extra_fields})
+
+        return jax.lax.scan(body, s, None, length=num_steps)
+
+    t0 = time.perf_counter()
+    compiled = jax.jit(chain).lower(state, tuple(model_args)).compile()
+    t1 = time.perf_counter()
+    last, (z, extra) = _block(compiled(state, tuple(model_args)))
+    t2 = time.perf_counter()
+    theta = flatten_samples({k: z[k] for k in ("w", "b")})
+    return theta, {k: np.asarray(v) for k, v in extra.items()}, last, t1 - t0, t2 - t1
+
+
+def timed_run(kernel, model_args, model_kwargs, *, num_warmup: int, num_samples: int, seed: int = 0,
+              extra_fields: tuple = (), num_steady: Optional[int] = None) -> TimedRun:
+    """Time one chain end to end, then its steady-state cost.
+
+    1. ``mcmc.warmup``: init (the kernel's own setup such as a MAP search or proxy sums),
+       compilation of the warmup loop, ``num_warmup`` steps;
+    2. ``mcmc.run`` for ``num_samples`` draws from the warmed-up state (compiles the
+       sampling loop) -- 1 + 2 is the end-to-end cost of those draws;
+    3. :func:`steady_state_run` for ``num_steady`` (default ``num_samples``) more steps
+       from ``mcmc.last_state``: compiled first, then timed.
+
+    The draws of 2 and 3 are consecutive stretches of one chain.
+    """
+    mcmc = MCMC(kernel, num_warmup=num_warmup, num_samples=num_samples, num_chains=1,
+                progress_bar=False)
+    key = jax.random.PRNGKey(seed)
+    t0 = time.perf_counter()
+    mcmc.warmup(key, *model_args, extra_fields=extra_fields, collect_warmup=False, **model_kwargs)
+    _block(mcmc.post_warmup_state)
+    t1 = time.perf_counter()
+    mcmc.run(mcmc.post_warmup_state.rng_key, *model_args, extra_fields=extra_fields, **model_kwargs)
+    samples = _block(mcmc.get_samples())
+    t2 = time.perf_counter()
+    extra = {k: np.asarray(v) for k, v in mcmc.get_extra_fields().items()}
+    theta_s, extra_s, _, comp, run = steady_state_run(
+        mcmc.sampler, mcmc.last_state, model_args, model_kwargs,
+        num_samples if num_steady is None else int(num_steady), extra_fields)
+    return TimedRun(
+        theta=flatten_samples(samples), extra=extra, theta_steady=theta_s, extra_steady=extra_s,
+        warmup_seconds=t1 - t0, sampling_seconds=t2 - t1, steady_compile_seconds=comp,
+        steady_seconds=run, mcmc=mcmc,
+    )
+
+
+def likelihood_evals_per_iteration(method: str, extra: dict, n: int, *, subsample_size: int = 1000,
+                                   num_blocks: int = 100) -> float:
+    """Mean per-datum log-likelihood evaluations per iteration.
+
+    * NUTS: ``N x num_steps`` (one full-data gradient per leapfrog step);
+    * HMCECS: ``m x (num_steps + 1 + a) + m / num_blocks`` with ``m`` the subsample size:
+      a gradient of the subsampled estimator per leapfrog step, the estimator at the
+      proposed subsample for the pseudo-marginal index update, a refresh of potential and
+      gradient when it is accepted (probability ``a``), and the proxy's per-datum Taylor
+      terms (value, gradient, Hessian) at the reference for the new block of indices;
+    * RacingMH: its ``num_likelihood_evals`` field (both arms of the race, plus the
+      mini-batch gradients of the Langevin proposal).
+    """
+    if method == "nuts":
+        return float(n * np.mean(extra["num_steps"]))
+    if method == "hmcecs":
+        steps = np.mean(extra["hmc_state.num_steps"])
+        acc = np.mean(extra["accept_prob"])
+        return float(subsample_size * (steps + 1 + acc) + math.ceil(subsample_size / num_blocks))
+    return float(np.mean(extra["num_likelihood_evals"]))
+
+
+# -- diagnostics ----------------------------------------------------------------------------------
+def to_idata(theta: np.ndarray, names: Optional[list] = None) -> az.InferenceData:
+    """``[S, p]`` (one chain) or ``[C, S, p]`` draws -> InferenceData with one variable per parameter."""
+    theta = np.asarray(theta, np.float64)
+    if theta.ndim == 2:
+        theta = theta[None]
+    names = names or param_names(theta.shape[-1] - 1)
+    return az.from_dict(posterior={nm: theta[..., j] for j, nm in enumerate(names)})
+
+
+def ess_summary(theta: np.ndarray) -> dict:
+    """ArviZ bulk ESS per parameter, with its min and median."""
+    idata = to_idata(theta)
+    ess = az.ess(idata)
+    vals = np.array([float(ess[v]) for v in idata.posterior.data_vars])
+    return {"ess": vals.tolist(), "min_ess": float(vals.min()), "median_ess": float(np.median(vals))}
+
+
+def mean_sd_mcse(theta: np.ndarray) -> dict:
+    """Posterior means, sds and their ArviZ MCSEs (``method="mean"`` / ``"sd"``)."""
+    idata = to_idata(theta)
+    names = list(idata.posterior.data_vars)
+    mcse_mean = az.mcse(idata, method="mean")
+    mcse_sd = az.mcse(idata, method="sd")
+    flat = np.asarray(theta, np.float64).reshape(-1, np.shape(theta)[-1])
+    return {
+        "mean": flat.mean(0), "sd": flat.std(0, ddof=1),
+        "mcse_mean": np.array([float(mcse_mean[v]) for v in names]),
+        "mcse_sd": np.array([float(mcse_sd[v]) for v in names]),
+    }
+
+
+def compare_to_reference(theta: np.ndarray, reference: dict) -> dict:
+    r"""Errors of posterior means and sds against a reference, in MCSE units.
+
+    ``z_mean_j = |mean_j - ref_mean_j| / sqrt(mcse_j^2 + ref_mcse_j^2)`` (both chains'
+    Monte Carlo errors; the reference's is small when it is long) and the same for the sds.
+    For a correct sampler each ``z`` is roughly ``|N(0, 1)|``: with p = 11 parameters
+    the largest exceeds 2 with probability about 0.4, so also reported are the number of
+    parameters with ``z > 2`` and the chi-square statistic ``sum_j z_j^2`` (~ chi2_p) with
+    its p-value.
+
+    Args:
+        theta: ``[S, p]`` or ``[C, S, p]`` draws of the method.
+        reference: output of :func:`mean_sd_mcse` for the reference chains.
+    """
+    from scipy import stats
+
+    mine = mean_sd_mcse(theta)
+    zm = np.abs(mine["mean"] - reference["mean"]) / np.sqrt(mine["mcse_mean"] ** 2 + reference["mcse_mean"] ** 2)
+    zs = np.abs(mine["sd"] - reference["sd"]) / np.sqrt(mine["mcse_sd"] ** 2 + reference["mcse_sd"] ** 2)
+    p = zm.shape[0]
+    chi2 = float(np.sum(zm**2))
+    return {
+        "z_mean": zm.tolist(), "z_sd": zs.tolist(),
+        "max_z_mean": float(zm.max()), "max_z_sd": float(zs.max()),
+        "num_z_mean_over_2": int(np.sum(zm > 2)), "num_z_sd_over_2": int(np.sum(zs > 2)),
+        "chi2_mean": chi2, "chi2_mean_pvalue": float(stats.chi2.sf(chi2, p)),
+        "max_abs_mean_error_in_sd": float(np.max(np.abs(mine["mean"] - reference["mean"]) / reference["sd"])),
+        "sd_ratio_min": float(np.min(mine["sd"] / reference["sd"])),
+        "sd_ratio_max": float(np.max(mine["sd"] / reference["sd"])),
+    }
