@@ -12,7 +12,6 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 import pytest
-from jax.flatten_util import ravel_pytree
 from numpyro.infer import MCMC, NUTS, Predictive
 
 from subsample_mcmc.kernels import gaussian_random_walk
@@ -142,8 +141,7 @@ def test_parallel_chains_on_four_host_devices():
         os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
         import jax, numpy as np, numpyro, numpyro.distributions as dist
         from numpyro.infer import MCMC
-        from subsample_mcmc.kernels import gaussian_random_walk
-from subsample_mcmc.numpyro import RacingMH
+        from subsample_mcmc.numpyro import RacingMH
         assert jax.local_device_count() == 4
         def model(y):
             mu = numpyro.sample("mu", dist.Normal(0.0, 10.0))
