@@ -14,9 +14,10 @@ Warmup (``num_warmup`` steps of ``numpyro.infer.MCMC``):
   cost independent of N) unless ``init_params`` are given;
 * the step size follows dual averaging (Hoffman & Gelman 2014, NumPyro's
   ``dual_averaging``) toward ``target_accept_prob``, driven by the accept indicator;
-* a diagonal inverse mass matrix is initialised from the mini-batch curvature at the
-  start and re-estimated from the warmup samples between 25% and 75% of warmup
-  (Welford, regularised as in Stan); the step size is then re-adapted.
+* a diagonal inverse mass matrix is initialised from the curvature at the start (the
+  proxy's full-data Hessian, or a mini-batch one) and re-estimated from the warmup
+  samples between 15% and 50% of warmup (Welford, regularised as in Stan); the step
+  size is then re-adapted over the second half.
 
 The kernel state carries ``num_likelihood_evals`` (per-datum log-likelihood
 evaluations in that step, race and gradient together), ``accept_prob`` (the accept
@@ -305,7 +306,7 @@ class RacingMH(MCMCKernel):
             mean_accept_prob=jnp.zeros(()),
             num_likelihood_evals=jnp.array(0, jnp.int32),
             race_stage=jnp.array(0, jnp.int32),
-            da_state=_DA_INIT(jnp.log(10.0 * step)),
+            da_state=_DA_INIT(jnp.log(step)),
             welford_state=_WF_INIT(d),
             proxy=proxy,
             rng_key=key_state,
@@ -386,7 +387,7 @@ class RacingMH(MCMCKernel):
             step = jnp.where(in_warmup, jnp.exp(da[0]), step)
             step = jnp.where(t == nw - 1, jnp.exp(da[1]), step)  # final: the averaged iterate
         if self.adapt_mass_matrix:
-            start, end = nw // 4, (3 * nw) // 4
+            start, end = (3 * nw) // 20, nw // 2
             collect = (t >= start) & (t < end)
             wf_new = _WF_UPDATE(new_flat, wf)
             wf = jax.tree.map(lambda a, b: jnp.where(collect, a, b), wf_new, wf)
@@ -395,7 +396,7 @@ class RacingMH(MCMCKernel):
                 cov, _, _ = _WF_FINAL(wf, regularize=True)
                 inv_mass = jnp.where(finish, cov, inv_mass)
                 step = jnp.where(finish, step, step)
-                da = jax.tree.map(lambda a, b: jnp.where(finish, a, b), _DA_INIT(jnp.log(10.0 * step)), da)
+                da = jax.tree.map(lambda a, b: jnp.where(finish, a, b), _DA_INIT(jnp.log(step)), da)
         return step, inv_mass, da, wf
 
     def postprocess_fn(self, model_args, model_kwargs):
