@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import NamedTuple, Optional
+from typing import Callable, NamedTuple, Optional
 
 import arviz as az
 import jax
@@ -41,7 +41,8 @@ __all__ = [
     "LogisticData", "simulate", "logistic_model", "logistic_model_ecs", "PRIOR_W_SCALE",
     "PRIOR_B_SCALE", "param_names", "flatten_samples", "map_estimate", "laplace_approximation",
     "METHODS", "make_kernel", "model_for", "extra_fields_for", "model_args_for", "timed_run",
-    "TimedRun", "steady_state_run", "mean_sd_mcse",
+    "TimedRun", "steady_state_run", "mean_sd_mcse", "notebook_config", "compare_means",
+    "figure_mean_comparison", "figure_cost_vs_n", "benchmark_points", "figure_autocorr",
     "likelihood_evals_per_iteration", "ess_summary", "compare_to_reference", "to_idata",
 ]
 
@@ -223,6 +224,7 @@ class TimedRun(NamedTuple):
     steady_compile_seconds: float  # compilation of the continuation (not timed as sampling)
     steady_seconds: float  # execution of the continuation only
     mcmc: MCMC
+    retime: Callable[[], float]  # re-executes the compiled continuation, returns seconds
 
 
 def _block(tree):
@@ -248,7 +250,9 @@ def steady_state_run(kernel, state, model_args, model_kwargs, num_steps: int, ex
 
     Returns:
         ``(theta [num_steps, p], extra {field: [num_steps]}, last_state, compile_seconds,
-        run_seconds)``.
+        run_seconds, rerun)``; ``rerun()`` executes the same compiled continuation again
+        from the same state (same draws) and returns its wall time, so that timings can be
+        repeated and interleaved across methods on a machine with a varying load.
     """
     post = kernel.postprocess_fn(model_args, model_kwargs)
 
@@ -265,7 +269,13 @@ def steady_state_run(kernel, state, model_args, model_kwargs, num_steps: int, ex
     last, (z, extra) = _block(compiled(state, tuple(model_args)))
     t2 = time.perf_counter()
     theta = flatten_samples({k: z[k] for k in ("w", "b")})
-    return theta, {k: np.asarray(v) for k, v in extra.items()}, last, t1 - t0, t2 - t1
+
+    def rerun() -> float:
+        t = time.perf_counter()
+        _block(compiled(state, tuple(model_args)))
+        return time.perf_counter() - t
+
+    return theta, {k: np.asarray(v) for k, v in extra.items()}, last, t1 - t0, t2 - t1, rerun
 
 
 def timed_run(kernel, model_args, model_kwargs, *, num_warmup: int, num_samples: int, seed: int = 0,
@@ -292,13 +302,13 @@ def timed_run(kernel, model_args, model_kwargs, *, num_warmup: int, num_samples:
     samples = _block(mcmc.get_samples())
     t2 = time.perf_counter()
     extra = {k: np.asarray(v) for k, v in mcmc.get_extra_fields().items()}
-    theta_s, extra_s, _, comp, run = steady_state_run(
+    theta_s, extra_s, _, comp, run, rerun = steady_state_run(
         mcmc.sampler, mcmc.last_state, model_args, model_kwargs,
         num_samples if num_steady is None else int(num_steady), extra_fields)
     return TimedRun(
         theta=flatten_samples(samples), extra=extra, theta_steady=theta_s, extra_steady=extra_s,
         warmup_seconds=t1 - t0, sampling_seconds=t2 - t1, steady_compile_seconds=comp,
-        steady_seconds=run, mcmc=mcmc,
+        steady_seconds=run, mcmc=mcmc, retime=rerun,
     )
 
 
@@ -386,3 +396,129 @@ def compare_to_reference(theta: np.ndarray, reference: dict) -> dict:
         "sd_ratio_min": float(np.min(mine["sd"] / reference["sd"])),
         "sd_ratio_max": float(np.max(mine["sd"] / reference["sd"])),
     }
+
+
+# -- notebook helpers -----------------------------------------------------------------------------
+def notebook_config() -> dict:
+    """Sizes of ``notebooks/logistic_regression_large_n.ipynb``.
+
+    ``SUBSAMPLE_MCMC_NOTEBOOK_SIZE=small`` (CI): N = 20,000 and short chains (the
+    notebook runs in well under a minute); otherwise N = 1,000,000 with RacingMH chains
+    long enough for a few thousand effective draws and a NUTS comparison of 1000 draws.
+    """
+    import os
+
+    if os.environ.get("SUBSAMPLE_MCMC_NOTEBOOK_SIZE", "").lower() == "small":
+        return {"size": "small", "n": 20_000, "warmup": 500, "samples": 2000,
+                "nuts_warmup": 300, "nuts_samples": 500}
+    return {"size": "full", "n": 1_000_000, "warmup": 2000, "samples": 20000,
+            "nuts_warmup": 500, "nuts_samples": 1000}
+
+
+def _flat_from_idata(idata) -> np.ndarray:
+    post = idata.posterior
+    w = np.asarray(post["w"])  # [C, S, d]
+    b = np.asarray(post["b"])[..., None]
+    return np.concatenate([w, b], axis=-1)
+
+
+def compare_means(idata, idata_ref):
+    """Posterior means of two ``from_numpyro`` InferenceData side by side.
+
+    Returns a pandas DataFrame indexed by parameter with both means, both MCSEs, the
+    difference in posterior sds of the reference and ``z = |diff| / sqrt(mcse^2 +
+    mcse_ref^2)``.
+    """
+    import pandas as pd
+
+    a, b = _flat_from_idata(idata), _flat_from_idata(idata_ref)
+    sa, sb = mean_sd_mcse(a), mean_sd_mcse(b)
+    diff = sa["mean"] - sb["mean"]
+    return pd.DataFrame({
+        "mean": sa["mean"], "mcse": sa["mcse_mean"], "mean_ref": sb["mean"], "mcse_ref": sb["mcse_mean"],
+        "sd": sa["sd"], "sd_ref": sb["sd"],
+        "diff_in_sd": diff / sb["sd"],
+        "z": np.abs(diff) / np.sqrt(sa["mcse_mean"] ** 2 + sb["mcse_mean"] ** 2),
+    }, index=param_names(a.shape[-1] - 1))
+
+
+def figure_mean_comparison(table, label: str = "RacingMH", ref_label: str = "NUTS"):
+    """Posterior means +- 2 MCSE of both samplers, in reference-sd units around the reference."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 3.2))
+    k = np.arange(len(table))
+    sd = table["sd_ref"].to_numpy()
+    ax.errorbar(k - 0.1, np.zeros(len(k)), yerr=2 * table["mcse_ref"] / sd, fmt="o", label=f"{ref_label} (+-2 MCSE)")
+    ax.errorbar(k + 0.1, table["diff_in_sd"], yerr=2 * table["mcse"] / sd, fmt="s", label=f"{label} (+-2 MCSE)")
+    ax.axhline(0, color="gray", lw=0.5)
+    ax.set_xticks(k, table.index, rotation=45)
+    ax.set_ylabel(f"mean - {ref_label} mean\n(posterior sd)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def figure_cost_vs_n(points, nuts_steps: float, ns=None):
+    """Per-datum likelihood evaluations per iteration against N.
+
+    Args:
+        points: ``[(label, N, evals_per_iteration), ...]`` measured points (RacingMH,
+            HMCECS, ...), drawn as markers joined per label.
+        nuts_steps: mean leapfrog steps of NUTS per iteration; NUTS costs ``N x steps``
+            (drawn as a line over ``ns``).
+    """
+    import matplotlib.pyplot as plt
+
+    ns = np.array(sorted({p[1] for p in points}) if ns is None else ns, float)
+    grid = np.geomspace(ns.min() / 2, ns.max() * 2, 50)
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    ax.loglog(grid, nuts_steps * grid, "k-", label=f"NUTS: N x {nuts_steps:.1f} leapfrog steps")
+    ax.loglog(grid, 2 * grid, "k:", label="exact MH: 2N")
+    labels = []
+    for lab, _, _ in points:
+        if lab not in labels:
+            labels.append(lab)
+    for lab in labels:
+        xs = [p[1] for p in points if p[0] == lab]
+        ys = [p[2] for p in points if p[0] == lab]
+        order = np.argsort(xs)
+        ax.loglog(np.array(xs)[order], np.array(ys)[order], "o-", label=lab)
+    ax.set_xlabel("N")
+    ax.set_ylabel("likelihood evaluations / iteration")
+    ax.legend(fontsize=7)
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def benchmark_points(path) -> list:
+    """``(label, N, evals/iter)`` of every method in a ``logistic_regression.json``
+    (``[]`` when the file does not exist)."""
+    import json
+    from pathlib import Path
+
+    p = Path(path)
+    if not p.exists():
+        return []
+    res = json.loads(p.read_text())["results"]
+    return [(r["method"] + " (benchmark)", r["n"], r["evals_per_iter"]) for r in res if r["method"] != "nuts"]
+
+
+def figure_autocorr(idata, max_lag: int = 100):
+    """Autocorrelation of every parameter (``w[j]`` and ``b``) of the first chain, overlaid."""
+    import matplotlib.pyplot as plt
+
+    theta = _flat_from_idata(idata)[0]  # [S, p]
+    names = param_names(theta.shape[-1] - 1)
+    lags = np.arange(min(max_lag, theta.shape[0] - 1) + 1)
+    fig, ax = plt.subplots(figsize=(7, 3))
+    for j, nm in enumerate(names):
+        ac = az.autocorr(theta[:, j])[: lags.size]
+        ax.plot(lags, ac, lw=1, label=nm, color="k" if nm == "b" else None)
+    ax.axhline(0, color="gray", lw=0.5)
+    ax.set_xlabel("lag (iterations)")
+    ax.set_ylabel("autocorrelation")
+    ax.legend(fontsize=6, ncol=6)
+    fig.tight_layout()
+    return fig
