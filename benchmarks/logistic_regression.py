@@ -85,6 +85,16 @@ def _git_commit() -> str:
         return "unknown"
 
 
+def _git_dirty() -> list:
+    """Tracked files modified in the working tree (the run imports the working tree)."""
+    try:
+        out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=HERE,
+                             capture_output=True, text=True, check=True).stdout
+        return [line[3:] for line in out.splitlines() if line.strip()]
+    except Exception:  # noqa: BLE001
+        return []
+
+
 def run_reference(data, warmup, samples, chains, seed=12345):
     from numpyro.infer import MCMC, NUTS
 
@@ -347,7 +357,7 @@ def main(argv=None):
         "subsample_size": SUBSAMPLE_SIZE, "num_blocks": NUM_BLOCKS, "retime_rounds": args.retime_rounds,
         "device": str(jax.devices()[0]), "cpu_count": os.cpu_count(),
         "loadavg_start": list(os.getloadavg()), "jax": jax.__version__, "numpyro": numpyro.__version__,
-        "python": platform.python_version(), "git_commit": _git_commit(),
+        "python": platform.python_version(), "git_commit": _git_commit(), "git_dirty": _git_dirty(),
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
         "command": " ".join(sys.argv),
     }
