@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Callable, Dict
 
-from . import ensemble, index, laplace, thompson, two_phase
+from . import ensemble, index, laplace, racing_ts, thompson, two_phase
 from .base import Policy
 
 __all__ = ["POLICIES", "make_policy", "parse_policy", "register_policy"]
@@ -37,6 +37,7 @@ POLICIES: Dict[str, Callable[..., Policy]] = {
     "es_linear": lambda num_models=10, **kw: ensemble.ensemble_linear(int(num_models), **kw),
     # logistic (parametrised Bernoulli) bandits
     "ts_laplace": laplace.ts_laplace,
+    "ts_racing": racing_ts.ts_racing,
     "two_phase": two_phase.two_phase,
 }
 

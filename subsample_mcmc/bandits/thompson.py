@@ -16,10 +16,12 @@ and :func:`thompson_sampling` turns any of them into a :class:`Policy`.  Impleme
   Karbasi et al. Sec. 4), :func:`linear_posterior` (``N(B^{-1} f, v^2 B^{-1})``,
   ``B = lambda I + sum b b^T``; TS-C of Agrawal & Goyal 2013 / Alg. 2 of Karbasi et al.);
 * MOTS and MOTS-J (Jin et al. 2021, Sec. 5 of Karbasi et al.): :func:`mots_posterior`;
-* ensembles (:mod:`.ensemble`) and a Laplace approximation (:mod:`.laplace`).
+* ensembles (:mod:`.ensemble`), a Laplace approximation (:mod:`.laplace`), and draws
+  from this package's RacingMH kernel for the logistic bandit
+  (:func:`~.racing_ts.racing_logistic_posterior`: a few racing MH transitions per round,
+  warm-started at the previous draw, on a static history buffer).
 
-Extension point: a racing-MH posterior (draws from ``subsample_mcmc`` kernels) only needs
-to provide ``init/sample/update`` with these signatures; nothing else changes.
+Any other posterior only needs to provide ``init/sample/update`` with these signatures.
 
 Batching (Karbasi, Mirrokni & Shadravan 2021) is a wrapper over *any* policy
 (:func:`dynamic_batch`, Alg. 1-3; :func:`static_batch`, the Static-TS baselines of

@@ -1,0 +1,328 @@
+r"""Thompson sampling for the logistic bandit with posterior draws from RacingMH.
+
+Model (parametrised Bernoulli arms with logistic link, paper 004 Sec. I-B): arm ``a``
+has known attributes ``x_a in R^d`` and pays 1 with probability ``sigmoid(x_a^T z)``;
+prior ``z ~ N(0, s0^2 I)``.  After ``n`` rounds with history ``(x_i, y_i)_{i<n}`` the
+posterior is
+
+.. math::  \pi_n(z) \propto \exp\Big(-\frac{|z|^2}{2 s_0^2} + \sum_{i<n} l_i(z)\Big),
+           \qquad l_i(z) = y_i\, x_i^T z - \log(1 + e^{x_i^T z}).
+
+Thompson sampling plays ``argmax_a x_a^T z`` with ``z ~ pi_n`` (Sec. 4 of Karbasi et
+al.; the logits have the same argmax as the success probabilities).  This posterior
+draws ``z`` from a Markov chain instead of exactly: after each reward, ``steps`` racing
+MH transitions (:func:`subsample_mcmc.kernels.mh.racing_mh_step`, the two-arm race of
+Eq. 12 of Chen & Ghahramani), warm-started at the previous draw, target ``pi_n``.  The
+race decides each accept/reject from a fraction of the history, so the likelihood
+evaluations per decision grow sublinearly in ``n`` (exact MH reads ``2 n`` per step).
+
+Static shapes (jit/vmap): the history is a ``[T, d]`` buffer with a count ``n``.  The
+race population must be static, so the buffer is raced in *levels*: population sizes
+``P_j = min(2^j, T)`` with ``P_0 >= 64``; at count ``n`` the chain runs on the prefix
+of the smallest ``P_j >= n`` (a ``lax.switch`` branch), the per-datum log-likelihood
+being masked to 0 on the ``P_j - n < P_j / 2`` empty slots, so the race's target
+``(1/P_j) sum_{i<P_j} l_i`` is exactly ``(1/P_j) sum_{i<n} l_i``.  Under ``vmap`` over
+problems the branches are evaluated together (a select), which costs wall time but not
+the counts reported, which are those of the branch taken.
+
+Control variate and preconditioner: a second-order Taylor proxy (Bardenet et al.
+2017; :mod:`subsample_mcmc.kernels.proxy`) ``h_i(z) = l_i(\hat z) + g_i^T D +
+\tfrac12 D^T H_i D``, ``D = z - \hat z``, whose sums ``G = sum g_i`` and ``H = sum
+H_i`` are updated in O(d^2) per round; the reference ``\hat z`` is moved to the
+current draw (and ``G, H`` recomputed, ``n`` evaluations) whenever ``n`` reaches a
+power of two, i.e. O(1) evaluations per round amortised.  With ``proxy=True`` the race
+reads the residuals ``l_i - h_i``.  The proposal is preconditioned by the Laplace-type
+covariance ``Sigma = (I / s0^2 - H)^{-1}``: ``inverse_mass_diag = diag(Sigma)`` and
+``step_size = step_scale`` (random walk: ``x' = x + eps Sigma_diag^{1/2} xi``, Eq. of
+:func:`~subsample_mcmc.kernels.mh.gaussian_random_walk`).
+
+State counters ``mh_evals`` (race reads, both arms, padding included: an upper bound
+on the data read), ``proxy_evals`` and ``accepted`` let a benchmark report the cost per
+round against ``n``.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..kernels.mh import racing_mh_step
+from ..kernels.proxy import TaylorProxy
+from .thompson import Posterior, thompson_sampling
+
+__all__ = ["RacingLogisticState", "racing_logistic_posterior", "ts_racing",
+           "population_levels", "logistic_log_likelihood", "mh_transitions"]
+
+_MIN_LEVEL = 64
+METHODS = ("normal", "normal_union", "exact")
+_TRANSITIONS = {}
+
+
+class RacingLogisticState(NamedTuple):
+    features: jax.Array     # [T, d] x_i of the arms played
+    rewards: jax.Array      # [T] y_i in {0, 1}
+    count: jax.Array        # n, filled slots
+    z: jax.Array            # [d] current chain state: the next Thompson draw
+    reference: jax.Array    # [d] Taylor proxy centre z_hat
+    grad_sum: jax.Array     # [d] G = sum_i grad l_i(z_hat)
+    hess_sum: jax.Array     # [d, d] H = sum_i hess l_i(z_hat)
+    refresh_at: jax.Array   # next n at which z_hat moves (powers of two)
+    mh_evals: jax.Array     # cumulative race likelihood evaluations (both arms, padded)
+    proxy_evals: jax.Array  # cumulative per-datum evaluations spent on G, H
+    accepted: jax.Array     # cumulative accepted MH moves
+    steps_done: jax.Array   # cumulative MH transitions
+
+
+def population_levels(horizon: int, min_level: int = _MIN_LEVEL) -> tuple:
+    """Static race populations ``P_j = min(2^j, T)``, ``P_0 = min(2^ceil(log2 m), T)``
+    with ``m = min_level``; the chain at count ``n`` races over the smallest
+    ``P_j >= n`` (at most half of it empty)."""
+    horizon = int(horizon)
+    if horizon < 2:
+        raise ValueError(f"horizon must be >= 2 for a racing posterior, got {horizon}")
+    if int(min_level) < 2:
+        raise ValueError(f"min_level must be >= 2, got {min_level}")
+    levels, p = [], 1 << int(np.ceil(np.log2(min_level)))
+    while p < horizon:
+        levels.append(p)
+        p *= 2
+    levels.append(horizon)
+    return tuple(levels)
+
+
+def logistic_log_likelihood(features, rewards, count):
+    r"""Per-datum ``l_i(z) = m_i (y_i x_i^T z - log(1 + exp(x_i^T z)))`` with the mask
+    ``m_i = 1[i < n]``, as ``(z, indices) -> [len(indices)]`` (the signature of
+    :func:`~subsample_mcmc.kernels.mh.racing_mh_step`)."""
+
+    def log_lik(z, idx):
+        s = features[idx] @ z
+        mask = (idx < count).astype(s.dtype)
+        return mask * (rewards[idx] * s - jax.nn.softplus(s))
+
+    return log_lik
+
+
+def _datum_derivatives(x, y, z):
+    """``g_i = (y_i - sigma_i) x_i``, ``H_i = -sigma_i (1 - sigma_i) x_i x_i^T`` at z."""
+    s = jax.nn.sigmoid(x @ z)
+    return (y - s) * x, -(s * (1.0 - s)) * jnp.outer(x, x)
+
+
+def _proxy_sums(state, reference):
+    mask = (jnp.arange(state.rewards.shape[0]) < state.count).astype(jnp.float32)
+    s = jax.nn.sigmoid(state.features @ reference)
+    g = (state.features * (mask * (state.rewards - s))[:, None]).sum(0)
+    w = mask * s * (1.0 - s)
+    h = -(state.features * w[:, None]).T @ state.features
+    return g, h
+
+
+def _preconditioner(prior_sd, state):
+    d = state.z.shape[0]
+    precision = jnp.eye(d) / prior_sd ** 2 - state.hess_sum
+    cov = jnp.linalg.inv(precision)
+    return jnp.clip(jnp.diag(cov), 1e-8, prior_sd ** 2)
+
+
+@functools.lru_cache(maxsize=None)
+def _transition_fn(levels, steps, proposal, use_proxy, method, delta, grad_batch_size):
+    """``(params, state, key) -> state``: ``steps`` racing MH moves on the current
+    history, in the ``lax.switch`` branch of the smallest level >= n."""
+    race = {} if method == "normal" else {"method": method}
+    if method not in ("exact",):
+        race["delta"] = delta
+
+    def branch(population):
+        def run(params, state, key):
+            prior_sd, step_scale = params[0], params[1]
+            feats, ys = state.features[:population], state.rewards[:population]
+            log_lik = logistic_log_likelihood(feats, ys, state.count)
+            proxy = TaylorProxy(state.reference, state.grad_sum, state.hess_sum) \
+                if use_proxy else None
+            minv = _preconditioner(prior_sd, state)
+
+            def log_prior(z):
+                return -0.5 * jnp.sum(z * z) / prior_sd ** 2
+
+            def one(carry, k):
+                z, evals, acc = carry
+                z, info = racing_mh_step(
+                    k, z, log_prior_fn=log_prior, log_likelihood_fn=log_lik,
+                    population_size=population, step_size=step_scale, proposal=proposal,
+                    inverse_mass_diag=minv, grad_batch_size=min(grad_batch_size, population),
+                    proxy=proxy, **race)
+                return (z, evals + info.num_likelihood_evals.astype(jnp.float32),
+                        acc + info.accepted.astype(jnp.float32)), None
+
+            (z, evals, acc), _ = jax.lax.scan(one, (state.z, jnp.float32(0), jnp.float32(0)),
+                                              jax.random.split(key, steps))
+            return z, evals, acc
+
+        return run
+
+    branches = [branch(p) for p in levels]
+    level_array = np.asarray(levels)
+
+    def transition(params, state, key):
+        j = jnp.clip(jnp.sum(jnp.asarray(level_array) < state.count), 0, len(levels) - 1)
+        z, evals, acc = jax.lax.switch(j, branches, params, state, key)
+        return state._replace(z=z, mh_evals=state.mh_evals + evals,
+                              accepted=state.accepted + acc,
+                              steps_done=state.steps_done + steps)
+
+    return transition
+
+
+def mh_transitions(posterior: Posterior, params, state: RacingLogisticState, key):
+    """Run one round's ``steps`` racing MH transitions on ``state``'s history (no new
+    datum): the chain of :func:`racing_logistic_posterior` as a stand-alone sampler,
+    e.g. to check its draws against a reference posterior on a fixed history."""
+    if posterior not in _TRANSITIONS:
+        raise ValueError("posterior must come from racing_logistic_posterior")
+    return _TRANSITIONS[posterior](params, state, key)
+
+
+@functools.lru_cache(maxsize=None)
+def _racing_posterior(steps, proposal, use_proxy, method, delta, grad_batch_size, min_level):
+    cache = {}
+
+    def transition(params, state, key):
+        levels = population_levels(state.rewards.shape[0], min_level)
+        if levels not in cache:
+            cache[levels] = _transition_fn(levels, steps, proposal, use_proxy, method, delta,
+                                           grad_batch_size)
+        return cache[levels](params, state, key)
+
+    def init(params, key, spec):
+        t, d = spec.horizon, spec.context_dim
+        if d < 1:
+            raise ValueError("the racing logistic posterior needs arm features "
+                             "(context_dim >= 1), e.g. environments.logistic_bernoulli")
+        population_levels(t, min_level)
+        prior_sd = params[0]
+        z0 = prior_sd * jax.random.normal(key, (d,))          # a prior draw: round 1 is TS
+        zero = jnp.float32(0.0)
+        return RacingLogisticState(
+            jnp.zeros((t, d), jnp.float32), jnp.zeros((t,), jnp.float32), jnp.int32(0), z0,
+            jnp.zeros((d,), jnp.float32), jnp.zeros((d,), jnp.float32),
+            jnp.zeros((d, d), jnp.float32), jnp.int32(1), zero, zero, zero, zero)
+
+    def sample(params, state, key, obs):
+        return obs @ state.z
+
+    def update(params, state, key, arm, reward, obs):
+        i = state.count
+        x = obs[arm].astype(jnp.float32)
+        y = jnp.asarray(reward, jnp.float32)
+        g, h = _datum_derivatives(x, y, state.reference)
+        state = state._replace(features=state.features.at[i].set(x),
+                               rewards=state.rewards.at[i].set(y), count=i + 1,
+                               grad_sum=state.grad_sum + g, hess_sum=state.hess_sum + h,
+                               proxy_evals=state.proxy_evals + 1.0)
+        refresh = state.count >= state.refresh_at
+        g_new, h_new = _proxy_sums(state, state.z)
+        state = state._replace(
+            reference=jnp.where(refresh, state.z, state.reference),
+            grad_sum=jnp.where(refresh, g_new, state.grad_sum),
+            hess_sum=jnp.where(refresh, h_new, state.hess_sum),
+            refresh_at=jnp.where(refresh, 2 * state.refresh_at, state.refresh_at),
+            proxy_evals=state.proxy_evals + jnp.where(refresh, state.count, 0).astype(jnp.float32))
+        return transition(params, state, key)
+
+    name = f"racing_{proposal}_{method}{'_proxy' if use_proxy else ''}_{steps}"
+    post = Posterior(name, init, sample, update, (1.0, 1.2), ("prior_sd", "step_scale"))
+    _TRANSITIONS[post] = transition
+    return post
+
+
+def racing_logistic_posterior(steps: int = 3, proposal: str = "random_walk",
+                              proxy: bool = True, method: str = "normal",
+                              delta: float = 0.05, grad_batch_size: int = 32,
+                              min_level: int = _MIN_LEVEL) -> Posterior:
+    r"""Posterior draws of the logistic bandit's ``z`` from a warm-started racing MH chain.
+
+    Params ``(prior_sd, step_scale)`` (traced; defaults ``(1, 1.2)``).
+
+    Args:
+        steps: MH transitions per round (each after appending the round's reward).
+        proposal: ``"random_walk"`` or ``"langevin"`` (mini-batch gradient of
+            ``grad_batch_size`` data, with the proxy's exact gradient as control variate
+            when ``proxy``), preconditioned by ``diag((I/s0^2 - H)^{-1})``.
+        proxy: race the residuals ``l_i - h_i`` of the Taylor proxy (recommended: the
+            residuals are O(|D|^3), so a race stops at its first mini-batch).
+        method: the race's bound (``"normal"``, ``"normal_union"``, ``"ebs"``) or
+            ``"exact"`` (read every datum: exact MH, the reference chain).
+        delta: the race's error level per MH decision, in (0, 0.5).
+        grad_batch_size: Langevin mini-batch size.
+        min_level: the smallest race population ``P_0`` (:func:`population_levels`);
+            fewer levels compile faster and, under ``vmap``, evaluate fewer branches,
+            at the price of more padding while ``n < P_0``.
+
+    Raises:
+        ValueError: naming the argument out of range.
+    """
+    if isinstance(steps, bool) or int(steps) != steps or steps < 1:
+        raise ValueError(f"steps must be a positive integer, got {steps!r}")
+    if proposal not in ("random_walk", "langevin"):
+        raise ValueError(f"proposal must be 'random_walk' or 'langevin', got {proposal!r}")
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if not 0.0 < float(delta) < 0.5:
+        raise ValueError(f"delta must lie in (0, 0.5), got {delta}")
+    if int(grad_batch_size) < 1:
+        raise ValueError(f"grad_batch_size must be >= 1, got {grad_batch_size}")
+    if isinstance(min_level, bool) or int(min_level) != min_level or min_level < 2:
+        raise ValueError(f"min_level must be an integer >= 2, got {min_level!r}")
+    return _racing_posterior(int(steps), proposal, bool(proxy), method, float(delta),
+                             int(grad_batch_size), int(min_level))
+
+
+def ts_racing(prior_sd: float = 1.0, step_scale: float = 1.2, steps: int = 3,
+              proposal: str = "random_walk", proxy: bool = True, method: str = "normal",
+              delta: float = 0.05, min_level: int = _MIN_LEVEL):
+    """Thompson sampling for the logistic bandit with RacingMH posterior draws
+    (:func:`racing_logistic_posterior`); ``method="exact"`` gives the exact-MH chain."""
+    if not prior_sd > 0:
+        raise ValueError(f"prior_sd must be > 0, got {prior_sd}")
+    if not step_scale > 0:
+        raise ValueError(f"step_scale must be > 0, got {step_scale}")
+    post = racing_logistic_posterior(steps, proposal, proxy, method, delta,
+                                     min_level=min_level)
+    return thompson_sampling(post, f"ts_{post.name}", (float(prior_sd), float(step_scale)))
+
+
+def episode_costs(policy, env, horizon: int, key, params=None):
+    r"""Run one episode of a :func:`ts_racing` policy (the same keys as
+    :func:`~.simulate.run_episode`) and return per-round arrays ``[T]``: ``regret``
+    (``mu* - mu_{a_t}``), ``mh_evals`` (race likelihood evaluations of the round's
+    MH steps, both arms, padding included), ``proxy_evals`` (evaluations spent on the
+    proxy sums), ``accepted`` (MH moves accepted) and ``history`` (``n`` after the round).
+    ``vmap`` it over keys for many problems."""
+    from .simulate import _step_keys, episode_keys
+
+    params = policy.default_params if params is None else params
+    params = jax.tree_util.tree_map(lambda x: jnp.asarray(x, jnp.float32), params)
+    k_problem, k_init, k_run = episode_keys(key)
+    problem = env.sample_problem(k_problem)
+    state0 = policy.init(params, k_init, env.spec(horizon))
+    if not isinstance(state0, RacingLogisticState):
+        raise ValueError(f"policy {policy.name!r} is not a ts_racing policy")
+
+    def step(state, t):
+        k_obs, k_sel, k_rew, k_upd = _step_keys(k_run, t)
+        obs = env.observe(problem, k_obs, t)
+        arm = policy.select(params, state, k_sel, t, obs)
+        reward = env.sample_reward(problem, k_rew, obs, arm)
+        mu = env.mean_rewards(problem, obs)
+        new = policy.update(params, state, k_upd, t, arm, reward, obs)
+        return new, dict(regret=jnp.max(mu) - mu[arm], mh_evals=new.mh_evals - state.mh_evals,
+                         proxy_evals=new.proxy_evals - state.proxy_evals,
+                         accepted=new.accepted - state.accepted, history=new.count)
+
+    _, out = jax.lax.scan(step, state0, jnp.arange(1, horizon + 1, dtype=jnp.int32))
+    return out

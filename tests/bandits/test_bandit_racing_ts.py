@@ -1,0 +1,157 @@
+"""Thompson sampling for the logistic bandit with RacingMH posterior draws."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from subsample_mcmc.bandits import environments as E
+from subsample_mcmc.bandits import racing_ts as R
+from subsample_mcmc.bandits import simulate
+from subsample_mcmc.bandits.base import BanditSpec
+
+N_DATA, BUFFER, DIM = 200, 256, 2
+
+
+def _history():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(N_DATA, DIM)).astype(np.float32)
+    y = (rng.uniform(size=N_DATA) < 1 / (1 + np.exp(-x @ np.array([1.0, -0.5])))).astype(np.float32)
+    return x, y
+
+
+def _grid_posterior(x, y, prior_sd):
+    """Mean and variance of the 2-d logistic posterior by quadrature on a fine grid
+    (spacing 0.017, the posterior sds are ~0.15; the box holds > 8 sds each way)."""
+    a, b = np.meshgrid(np.linspace(-1, 3, 241), np.linspace(-3, 1, 241), indexing="ij")
+    z = np.stack([a.ravel(), b.ravel()], 1)
+    s = z @ x.T.astype(np.float64)
+    lp = -0.5 * (z ** 2).sum(1) / prior_sd ** 2 + (y * s - np.logaddexp(0, s)).sum(1)
+    w = np.exp(lp - lp.max())
+    w /= w.sum()
+    mean = w @ z
+    return mean, w @ (z - mean) ** 2
+
+
+def _chain(post, params, x, y, key, rounds):
+    """Feed the fixed history through ``update`` (the bandit path: proxy sums,
+    refreshes, MH steps after every datum), then run ``rounds`` more transitions."""
+    k0, k1, k2 = jax.random.split(key, 3)
+    state = post.init(params, k0, BanditSpec(N_DATA, BUFFER, DIM))
+    obs = jnp.asarray(x)
+
+    def add(st, inp):
+        i, k = inp
+        return post.update(params, st, k, i, jnp.asarray(y)[i], obs), None
+
+    state, _ = jax.lax.scan(add, state, (jnp.arange(N_DATA), jax.random.split(k1, N_DATA)))
+    filled = state
+
+    def more(st, k):
+        st = R.mh_transitions(post, params, st, k)
+        return st, st.z
+
+    state, zs = jax.lax.scan(more, state, jax.random.split(k2, rounds))
+    return zs, filled, state
+
+
+# two chains, each compiled once (a single race level: min_level = BUFFER): the proxied
+# random-walk race, and exact MH (every datum read) with the Langevin proposal
+CONFIGS = {"race_rw_proxy": dict(proposal="random_walk", proxy=True),
+           "exact_langevin": dict(proposal="langevin", proxy=True, method="exact")}
+
+
+@pytest.fixture(scope="module", params=sorted(CONFIGS))
+def fixed_history_run(request):
+    x, y = _history()
+    post = R.racing_logistic_posterior(steps=4, min_level=BUFFER, **CONFIGS[request.param])
+    params = (jnp.float32(1.0), jnp.float32(1.2))
+    run = jax.jit(jax.vmap(lambda k: _chain(post, params, x, y, k, 300)))
+    zs, filled, final = run(jax.random.split(jax.random.PRNGKey(3), 4))
+    return request.param, x, y, np.asarray(zs, np.float64), filled, final
+
+
+def test_draws_match_the_exact_posterior_on_a_fixed_history(fixed_history_run):
+    """Chain draws (4 chains, batch-means MCSE) have the posterior mean within 4 MCSE and
+    the posterior variances within 25 % (grid quadrature reference)."""
+    name, x, y, zs, filled, final = fixed_history_run
+    mean, var = _grid_posterior(x, y, 1.0)
+    zs = zs[:, 20:]                                               # [chains, draws, d]
+    batches = zs.reshape(4, 20, -1, DIM).mean(2).reshape(-1, DIM)
+    mcse = batches.std(0, ddof=1) / np.sqrt(batches.shape[0])
+    z = (zs.reshape(-1, DIM).mean(0) - mean) / mcse
+    assert np.all(np.abs(z) < 4.0), (name, zs.reshape(-1, DIM).mean(0), mean, mcse)
+    np.testing.assert_allclose(zs.reshape(-1, DIM).var(0), var, rtol=0.25)
+    steps = np.asarray(final.steps_done - filled.steps_done)
+    acc = np.asarray(final.accepted - filled.accepted) / steps
+    assert np.all((acc > 0.15) & (acc < 0.95)), acc
+
+
+def test_likelihood_evaluations_per_step(fixed_history_run):
+    """Exact MH reads both arms of every slot (plus the Langevin mini-batch gradients at
+    x and x'); the proxied race reads a fraction of the 2 n of exact MH."""
+    name, _, _, _, filled, final = fixed_history_run
+    per_step = np.asarray(final.mh_evals - filled.mh_evals) / np.asarray(
+        final.steps_done - filled.steps_done)
+    if name == "exact_langevin":
+        np.testing.assert_array_equal(per_step, 2 * BUFFER + 2 * 32)
+    else:
+        assert np.all(per_step < 0.5 * 2 * N_DATA), per_step
+
+
+def test_proxy_sums_track_the_history(fixed_history_run):
+    """The incrementally updated G, H equal a direct recomputation at the reference."""
+    _, x, y, _, filled, _ = fixed_history_run
+    for c in range(2):
+        ref = np.asarray(filled.reference[c], np.float64)
+        p = 1 / (1 + np.exp(-(x @ ref)))
+        np.testing.assert_allclose(np.asarray(filled.grad_sum[c]), ((y - p)[:, None] * x).sum(0),
+                                   rtol=1e-3, atol=1e-3)
+        np.testing.assert_allclose(np.asarray(filled.hess_sum[c]),
+                                   -(x * (p * (1 - p))[:, None]).T @ x, rtol=1e-3, atol=1e-3)
+    # moved to the current draw at n = 1, 2, 4, ..., 128, and O(1) evaluations per datum
+    np.testing.assert_array_equal(np.asarray(filled.refresh_at), 256)
+    np.testing.assert_array_equal(np.asarray(filled.proxy_evals), N_DATA + 255)
+
+
+def test_regret_well_below_uniform_play():
+    env = E.logistic_bernoulli(8, 3, preference_sd=1.5)
+    horizon, problems = 120, 12
+    key = jax.random.PRNGKey(4)
+    res = simulate(R.ts_racing(1.5, steps=2, min_level=128), env, horizon, key, problems)
+
+    def uniform(k):
+        problem = env.sample_problem(jax.random.split(k)[0])
+        mu = env.mean_rewards(problem, env.observe(problem, k, 1))
+        return horizon * jnp.mean(jnp.max(mu) - mu)
+
+    uni = np.asarray(jax.vmap(uniform)(jax.random.split(key, problems)))
+    assert res.mean < 0.4 * uni.mean(), (res.mean, uni.mean())
+
+
+def test_population_levels():
+    assert R.population_levels(1000) == (64, 128, 256, 512, 1000)
+    assert R.population_levels(64) == (64,)
+    assert R.population_levels(10) == (10,)
+    assert R.population_levels(300, min_level=100) == (128, 256, 300)
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="steps"):
+        R.racing_logistic_posterior(steps=0)
+    with pytest.raises(ValueError, match="proposal"):
+        R.racing_logistic_posterior(proposal="hmc")
+    with pytest.raises(ValueError, match="method"):
+        R.racing_logistic_posterior(method="ebs")
+    with pytest.raises(ValueError, match="delta"):
+        R.racing_logistic_posterior(delta=0.7)
+    with pytest.raises(ValueError, match="prior_sd"):
+        R.ts_racing(prior_sd=0.0)
+    with pytest.raises(ValueError, match="step_scale"):
+        R.ts_racing(step_scale=-1.0)
+    with pytest.raises(ValueError, match="min_level"):
+        R.racing_logistic_posterior(min_level=1)
+    with pytest.raises(ValueError, match="horizon"):
+        R.population_levels(1)
+    with pytest.raises(ValueError, match="context_dim"):
+        simulate(R.ts_racing(), E.bernoulli(2), 10, jax.random.PRNGKey(0), 2)
