@@ -74,6 +74,8 @@ class SamplerArrays(NamedTuple):
     grad_map: jax.Array  # [D, P] full-data gradient of sum_t l_t at mu
     log_prior_q: jax.Array  # [D] log pi(q)
     bins: DataBins
+    proxy_hess: jax.Array  # [D, P, P] full-data Hessian of sum_t l_t at mu (parameter proxies)
+    proxy_const: jax.Array  # [D] sum_t l_t(mu_j) - max_j (parameter proxies)
 
 
 class ChainState(NamedTuple):
@@ -107,9 +109,11 @@ class SamplerConfig(NamedTuple):
     first_batch: int
     grad_batch_size: int
     target_accept: float
+    control_variate: str  # "data" (App. C.2) or "parameter" (Taylor proxies at the MAPs)
 
 
-def make_arch_bins(data: ArchData, laplace: LaplaceFit, *, num_bins: int = 100, exact_fraction: float = 0.2) -> DataBins:
+def make_arch_bins(data: ArchData, laplace: LaplaceFit, *, num_bins: int = 100, exact_fraction: float = 0.2,
+                   distance: str = "taylor") -> DataBins:
     """The shared data bins of App. C.2 (see the module docstring)."""
     y = np.asarray(data.y, np.float64)
     r = y[:, 0]
@@ -127,15 +131,28 @@ def make_arch_bins(data: ArchData, laplace: LaplaceFit, *, num_bins: int = 100, 
         return np.searchsorted(edges, v, side="right")
 
     bin_of = quantile_bins(r, side) * side + quantile_bins(log_s, side)
-    # distance of z_{j,t} from its bin mean, standardised, maximised over orders
-    _, inv = np.unique(bin_of, return_inverse=True)
-    counts = np.bincount(inv)
+    if distance == "taylor":
+        # how far each point is from its reference *for the expansion*: the standardised
+        # error of the Taylor expansion at the MAPs, maximised over orders
+        plain = make_data_bins(y, bin_of=bin_of)
+        mu = jnp.asarray(laplace.mu, jnp.float32)
+        cv = _control_variate(mu, data.masks, plain)
+        idx = jnp.arange(n)
+        res = np.asarray(_arm_rewards(mu, data.masks, data.y)(idx) - cv.values(idx), np.float64)
+        res = (res - res.mean(1, keepdims=True)) / (res.std(1, keepdims=True) + 1e-300)
+        dist = np.abs(res).max(0)
+    elif distance == "feature":
+        # distance of z_{j,t} from its bin mean, standardised, maximised over orders
+        _, inv = np.unique(bin_of, return_inverse=True)
+        counts = np.bincount(inv)
 
-    def standardised_deviation(v):
-        return (v - (np.bincount(inv, weights=v) / counts)[inv]) / (v.std() + 1e-300)
+        def standardised_deviation(v):
+            return (v - (np.bincount(inv, weights=v) / counts)[inv]) / (v.std() + 1e-300)
 
-    dev_r = standardised_deviation(r)
-    dist = np.max([np.hypot(dev_r, standardised_deviation(s_j)) for s_j in s], axis=0)
+        dev_r = standardised_deviation(r)
+        dist = np.max([np.hypot(dev_r, standardised_deviation(s_j)) for s_j in s], axis=0)
+    else:
+        raise ValueError(f"distance must be 'taylor' or 'feature', got {distance!r}")
     return make_data_bins(y, bin_of=bin_of, exact_fraction=exact_fraction, distance=dist)
 
 
@@ -174,6 +191,42 @@ def _arm_rewards(u, masks, y):
         return jax.vmap(lambda uu, mm: log_likelihood_points(uu, mm, rows))(u, masks)
 
     return rewards
+
+
+def _proxy_residual_rewards(u, masks, centres, y, with_constant):
+    """``idx -> [A, m]`` residuals ``l_t(u) - h_t(u)`` of second-order parameter-space proxies.
+
+    ``h_t(u) = [l_t(mu)] + g_t^T D + 1/2 D^T H_t D`` with ``D = u - mu``, the directional
+    derivatives by nested ``jax.jvp`` (no per-datum Hessian matrix).  With
+    ``with_constant`` the proxy includes ``l_t(mu)`` (needed when the arms have different
+    centres: the inter-order differences of the MAP fits then cancel too).
+    """
+
+    def rewards(idx):
+        rows = y[idx]
+
+        def arm(uu, mm, centre):
+            d = uu - centre
+
+            def along(t):
+                return log_likelihood_points(centre + t * d, mm, rows)
+
+            def first(t):
+                return jax.jvp(along, (t,), (jnp.ones_like(t),))[1]
+
+            zero = jnp.zeros((), u.dtype)
+            d1, d2 = jax.jvp(first, (zero,), (jnp.ones_like(zero),))
+            res = log_likelihood_points(uu, mm, rows) - d1 - 0.5 * d2
+            return res - along(zero) if with_constant else res
+
+        return jax.vmap(arm)(u, masks, centres)
+
+    return rewards
+
+
+def _proxy_sum(u, centre, grad_sum, hess_sum):
+    d = u - centre
+    return grad_sum @ d + 0.5 * d @ hess_sum @ d
 
 
 def _step(arrays: SamplerArrays, state: ChainState, key, cfg: SamplerConfig):
@@ -227,13 +280,20 @@ def _step(arrays: SamplerArrays, state: ChainState, key, cfg: SamplerConfig):
     lp_cur, lp_new = log_prior(uq, mask_q), log_prior(prop, mask_q)
     pair = jnp.stack([uq, prop])
     pair_masks = jnp.stack([mask_q, mask_q])
-    mh_rewards = _arm_rewards(pair, pair_masks, y)
-    mh_cv = _control_variate(pair, pair_masks, arrays.bins) if cfg.racing else None
+    use_proxy = cfg.racing and cfg.control_variate == "parameter"
+    if use_proxy:
+        mh_rewards = _proxy_residual_rewards(pair, pair_masks, jnp.stack([mu_q, mu_q]), y, False)
+        lp_cur = lp_cur + _proxy_sum(uq, mu_q, arrays.grad_map[q], arrays.proxy_hess[q])
+        lp_new = lp_new + _proxy_sum(prop, mu_q, arrays.grad_map[q], arrays.proxy_hess[q])
+        mh_cv = None
+    else:
+        mh_rewards = _arm_rewards(pair, pair_masks, y)
+        mh_cv = _control_variate(pair, pair_masks, arrays.bins) if cfg.racing else None
     method = "normal" if cfg.racing else "exact"
     accept, mh_race = racing_mh_accept(k_acc, mh_rewards, n, lp_cur, lp_new, lq_f, lq_b, method=method,
                                        control_variate=mh_cv, **race_kw)
     accept = accept & jnp.isfinite(lp_new)
-    if cfg.check:
+    if cfg.check:  # the same decision read exactly, with the same u (same key)
         accept_exact, _ = racing_mh_accept(k_acc, mh_rewards, n, lp_cur, lp_new, lq_f, lq_b, method="exact", **race_kw)
         mh_error = (accept != (accept_exact & jnp.isfinite(lp_new))) & ~mh_race.nonfinite
     else:
@@ -243,8 +303,13 @@ def _step(arrays: SamplerArrays, state: ChainState, key, cfg: SamplerConfig):
     # 3. the order q by a Gumbel-max race over all orders (Racing-Normal Gibbs)
     log_f0 = (state.log_pi_adj + arrays.log_prior_q + jax.vmap(log_prior)(u, masks)
               - jax.vmap(_pseudo_log_density)(u, arrays.mu, arrays.chol, masks))
-    gibbs_rewards = _arm_rewards(u, masks, y)
-    gibbs_cv = _control_variate(u, masks, arrays.bins) if cfg.racing else None
+    if use_proxy:
+        gibbs_rewards = _proxy_residual_rewards(u, masks, arrays.mu, y, True)
+        log_f0 = log_f0 + arrays.proxy_const + jax.vmap(_proxy_sum)(u, arrays.mu, arrays.grad_map, arrays.proxy_hess)
+        gibbs_cv = None
+    else:
+        gibbs_rewards = _arm_rewards(u, masks, y)
+        gibbs_cv = _control_variate(u, masks, arrays.bins) if cfg.racing else None
     draw = sample_discrete(k_gibbs, log_f0, gibbs_rewards, population_size=n, method=method,
                            control_variate=gibbs_cv, **race_kw)
     q_new = jnp.where(draw.value < 0, q, draw.value).astype(jnp.int32)
@@ -382,7 +447,7 @@ class ArchOrderSampler:
 
     def __init__(self, data: ArchData, laplace: Optional[LaplaceFit] = None, *, delta: float = 0.05,
                  first_batch: int = 50, num_bins: int = 100, exact_fraction: float = 0.2,
-                 grad_batch_size: int = 100, target_accept: float = 0.36):
+                 grad_batch_size: int = 100, target_accept: float = 0.36, control_variate: str = "data"):
         if not isinstance(data, ArchData):
             raise TypeError("data must be an ArchData; build it with models.arch.prepare(returns, orders)")
         if not (0.0 < float(delta) < 0.5):
@@ -397,6 +462,9 @@ class ArchOrderSampler:
             raise ValueError(f"grad_batch_size must be a positive integer, got {grad_batch_size!r}")
         if not (0.0 < target_accept < 1.0):
             raise ValueError(f"target_accept must lie in (0, 1), got {target_accept}")
+        if control_variate not in ("data", "parameter"):
+            raise ValueError(f"control_variate must be 'data' (App. C.2) or 'parameter', got {control_variate!r}")
+        self.control_variate = control_variate
         self.data = data
         t0 = time.perf_counter()
         self.laplace = fit_laplace(data) if laplace is None else laplace
@@ -408,14 +476,18 @@ class ArchOrderSampler:
         chol = jnp.asarray(self.laplace.chol, jnp.float32)
         masks = data.masks
 
-        def full_grad(uu, mm):
-            return jax.grad(lambda w: jnp.sum(log_likelihood_points(w, mm, data.y)))(uu)
+        def full_sums(uu, mm):
+            total = lambda w: jnp.sum(log_likelihood_points(w, mm, data.y))  # noqa: E731
+            return total(uu), jax.grad(total)(uu), jax.hessian(total)(uu)
 
-        grad_map = jax.jit(jax.vmap(full_grad))(mu, masks)
+        ll_map, grad_map, hess_map = jax.jit(jax.vmap(full_sums))(mu, masks)
+        ll_map = np.asarray(ll_map, np.float64)
         d = len(data.orders)
         self.arrays = SamplerArrays(
             y=data.y, masks=masks, mu=mu, chol=chol, cov=jnp.einsum("dij,dkj->dik", chol, chol),
             grad_map=grad_map, log_prior_q=jnp.full((d,), -math.log(d), jnp.float32), bins=self.bins,
+            proxy_hess=0.5 * (hess_map + jnp.swapaxes(hess_map, 1, 2)),
+            proxy_const=jnp.asarray(ll_map - ll_map.max(), jnp.float32),
         )
 
     @property
@@ -424,7 +496,7 @@ class ArchOrderSampler:
 
     def _config(self, racing, adapt, check):
         return SamplerConfig(racing, adapt, check, self.delta, self.first_batch, self.grad_batch_size,
-                             self.target_accept)
+                             self.target_accept, self.control_variate)
 
     def _loop(self, states, key, iters, cfg, chunk, desc, progress_bar):
         from tqdm.auto import tqdm
@@ -448,7 +520,7 @@ class ArchOrderSampler:
 
     def run(self, seed=0, *, method: str = "racing", num_adapt: int = 1000, num_samples: int = 2000,
             num_chains: int = 4, check_decisions: bool = False, progress_bar: bool = True,
-            chunk: int = 100) -> ArchRun:
+            chunk: int = 100, initial_prior: str = "uniform") -> ArchRun:
         """Adapt ``pi~`` and step sizes (Wang-Landau), freeze them, then sample.
 
         Args:
@@ -457,6 +529,9 @@ class ArchOrderSampler:
             num_adapt, num_samples: iterations of the adaptive and of the fixed phase.
             num_chains: chains, run one after the other inside one compiled call.
             check_decisions: re-run every racing decision exactly (racing only).
+            initial_prior: where Wang-Landau starts ``log pi~``: ``"uniform"`` (as in
+                Sec. 5.2) or ``"laplace"`` (minus the Laplace log evidences: ``p~(q|r)``
+                starts nearly flat and the adaptation only refines it).
         """
         if method not in ("racing", "exact"):
             raise ValueError(f"method must be 'racing' or 'exact', got {method!r}")
@@ -464,6 +539,8 @@ class ArchOrderSampler:
                             ("chunk", chunk, 1)):
             if isinstance(v, bool) or int(v) != v or v < lo:
                 raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
+        if initial_prior not in ("uniform", "laplace"):
+            raise ValueError(f"initial_prior must be 'uniform' or 'laplace', got {initial_prior!r}")
         if check_decisions and method != "racing":
             raise ValueError("check_decisions=True only applies to method='racing'")
         racing = method == "racing"
@@ -474,7 +551,12 @@ class ArchOrderSampler:
         u0 = self.arrays.mu + jnp.einsum("dpk,cdk->cdp", self.arrays.chol, xi)
         q0 = jax.random.randint(jax.random.fold_in(k_init, 1), (num_chains,), 0, d)
         step0 = jnp.full((num_chains, d), math.log(1.0), jnp.float32)
-        states = ChainState(q0.astype(jnp.int32), u0, jnp.zeros((num_chains, d)), step0,
+        if initial_prior == "laplace":
+            ev = np.asarray(self.laplace.log_evidence, np.float64)
+            log_pi0 = jnp.broadcast_to(jnp.asarray(ev.max() - ev, jnp.float32), (num_chains, d))
+        else:
+            log_pi0 = jnp.zeros((num_chains, d))
+        states = ChainState(q0.astype(jnp.int32), u0, log_pi0, step0,
                             jnp.zeros((num_chains,), jnp.int32))
         seconds = {}
         t0 = time.perf_counter()
