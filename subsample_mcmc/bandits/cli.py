@@ -53,12 +53,36 @@ def _emit(args, rows, header):
                                for k, v in row.items()))
 
 
-def _maes(args) -> int:
+def _checked_key(env, horizon, seed):
+    """The PRNG key of ``--seed`` after checking ``--horizon`` against the arms."""
     import jax
 
+    from .simulate import check_horizon
+
+    try:
+        check_horizon(env, horizon)
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}")
+    return jax.random.PRNGKey(seed)
+
+
+def _run(rows, pol, env, args, key, extra=None, **fields):
+    """Simulate ``pol`` on ``--problems`` problems, append its output row (``fields``,
+    the regret, and ``extra(result)``) to ``rows``; return the result."""
+    from .simulate import simulate
+
+    t0 = time.perf_counter()
+    res = simulate(pol, env, args.horizon, key, args.problems,
+                   num_runs=getattr(args, "runs", 1))
+    rows.append(dict(fields, horizon=args.horizon, problems=args.problems,
+                     mean_regret=res.mean, stderr=res.stderr,
+                     seconds=time.perf_counter() - t0, **(extra(res) if extra else {})))
+    return res
+
+
+def _maes(args) -> int:
     from .environments import bernoulli, truncated_gaussian
     from .registry import parse_policy
-    from .simulate import check_horizon, simulate
 
     env = bernoulli(2) if args.distribution == "bernoulli" else truncated_gaussian(2)
     names = [p for p in args.policies.split(",") if p.strip()]
@@ -66,18 +90,12 @@ def _maes(args) -> int:
         raise SystemExit("--policies: give at least one policy name")
     try:
         policies = [parse_policy(n) for n in names]
-        check_horizon(env, args.horizon)
     except ValueError as exc:
         raise SystemExit(f"error: {exc}")
-    rows = []
-    key = jax.random.PRNGKey(args.seed)
+    key, rows = _checked_key(env, args.horizon, args.seed), []
     for policy in policies:
-        t0 = time.perf_counter()
-        res = simulate(policy, env, args.horizon, key, args.problems, num_runs=args.runs)
-        rows.append(dict(policy=policy.name, distribution=args.distribution,
-                         horizon=args.horizon, problems=args.problems, runs=args.runs,
-                         mean_regret=res.mean, stderr=res.stderr,
-                         seconds=time.perf_counter() - t0))
+        _run(rows, policy, env, args, key, policy=policy.name, distribution=args.distribution,
+             runs=args.runs)
     _emit(args, rows, f"Maes et al. protocol: 2 arms, {args.distribution}, T={args.horizon}")
     return 0
 
@@ -85,26 +103,15 @@ def _maes(args) -> int:
 def _batch(args) -> int:
     import math
 
-    import jax
-
     from .environments import bernoulli
-    from .simulate import check_horizon, simulate
     from .thompson import dynamic_batch, static_batch, ts_beta
 
     env = bernoulli(args.arms)
-    try:
-        check_horizon(env, args.horizon)
-    except ValueError as exc:
-        raise SystemExit(f"error: {exc}")
-    key = jax.random.PRNGKey(args.seed)
-    rows = []
+    key, rows = _checked_key(env, args.horizon, args.seed), []
 
     def run(name, policy):
-        res = simulate(policy, env, args.horizon, key, args.problems)
-        rows.append(dict(policy=name, arms=args.arms, horizon=args.horizon,
-                         mean_regret=res.mean, stderr=res.stderr,
-                         batches=float(res.num_batches.mean())))
-        return res
+        return _run(rows, policy, env, args, key, policy=name, arms=args.arms,
+                    extra=lambda r: dict(batches=float(r.num_batches.mean())))
 
     run("TS", ts_beta())
     b = run("B-TS", dynamic_batch(ts_beta()))
@@ -116,30 +123,24 @@ def _batch(args) -> int:
 
 
 def _ensemble(args) -> int:
-    import jax
-
     from .ensemble import ensemble_gaussian
     from .environments import gaussian
-    from .simulate import check_horizon, simulate
     from .thompson import ts_gaussian
 
     env = gaussian(args.arms)
-    try:
-        check_horizon(env, args.horizon)
-    except ValueError as exc:
-        raise SystemExit(f"error: {exc}")
-    key = jax.random.PRNGKey(args.seed)
-    rows = []
-    res = simulate(ts_gaussian(), env, args.horizon, key, args.problems)
-    rows.append(dict(policy="TS", models=0, mean_regret=res.mean, stderr=res.stderr,
-                     per_period=res.mean / args.horizon))
-    for m in args.models:
-        res = simulate(ensemble_gaussian(m), env, args.horizon, key, args.problems)
-        rows.append(dict(policy=f"ES-{m}", models=m, mean_regret=res.mean, stderr=res.stderr,
-                         per_period=res.mean / args.horizon))
+    key, rows = _checked_key(env, args.horizon, args.seed), []
+    for m, policy in [(0, ts_gaussian())] + [(m, ensemble_gaussian(m)) for m in args.models]:
+        _run(rows, policy, env, args, key, policy=f"ES-{m}" if m else "TS", models=m,
+             extra=lambda r: dict(per_period=r.mean / args.horizon))
     _emit(args, rows, f"Ensemble sampling (Lu & Van Roy 5.1): {args.arms} Gaussian arms, "
                       f"T={args.horizon}")
     return 0
+
+
+def _common(parser, func):
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", action="store_true")
+    parser.set_defaults(func=func)
 
 
 def add_subparser(subparsers) -> argparse.ArgumentParser:
@@ -156,26 +157,20 @@ def add_subparser(subparsers) -> argparse.ArgumentParser:
                       "kl_ucb:c=3,eps_greedy",
                       help="comma-separated names, parameters as name:key=value")
     maes.add_argument("--distribution", choices=_DISTRIBUTIONS, default="bernoulli")
-    maes.add_argument("--seed", type=int, default=0)
-    maes.add_argument("--json", action="store_true")
-    maes.set_defaults(func=_maes)
+    _common(maes, _maes)
 
     batch = sub.add_parser("batch", help="TS vs batch TS vs static batches (Karbasi et al.)")
     batch.add_argument("--arms", type=_positive_int("arms"), default=10)
     batch.add_argument("--horizon", type=_positive_int("horizon"), default=1000)
     batch.add_argument("--problems", type=_positive_int("problems"), default=1000)
-    batch.add_argument("--seed", type=int, default=0)
-    batch.add_argument("--json", action="store_true")
-    batch.set_defaults(func=_batch)
+    _common(batch, _batch)
 
     ens = sub.add_parser("ensemble", help="ensemble sampling vs TS (Lu & Van Roy 5.1)")
     ens.add_argument("--arms", type=_positive_int("arms"), default=50)
     ens.add_argument("--horizon", type=_positive_int("horizon"), default=500)
     ens.add_argument("--problems", type=_positive_int("problems"), default=500)
     ens.add_argument("--models", type=_int_list("models"), default=[5, 10, 20, 30])
-    ens.add_argument("--seed", type=int, default=0)
-    ens.add_argument("--json", action="store_true")
-    ens.set_defaults(func=_ensemble)
+    _common(ens, _ensemble)
     return bandits
 
 

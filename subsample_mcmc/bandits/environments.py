@@ -201,6 +201,20 @@ def mots_gaussian(num_arms: int = 50, epsilon: float = 0.2) -> Environment:
     return gaussian(num_arms, means=[1.0] + [1.0 - epsilon] * (num_arms - 1))
 
 
+def _linear_mean(problem, obs):
+    """``mu_k = a_k^T theta`` for every action (row) of ``obs``."""
+    return obs @ problem.weights
+
+
+@functools.lru_cache(maxsize=None)
+def _linear_reward(noise_sd):
+    """``r = a^T theta + W``, ``W ~ N(0, noise_sd^2)``."""
+    def sample_reward(problem, key, obs, arm):
+        return obs[arm] @ problem.weights + noise_sd * jax.random.normal(key)
+
+    return sample_reward
+
+
 def _uniform_actions(key, num_arms, dim):
     """Each coordinate uniform on [-1, 1] except the last, set to 1 (Lu & Van Roy 5.2)."""
     a = jax.random.uniform(key, (num_arms, dim), minval=-1.0, maxval=1.0)
@@ -220,14 +234,8 @@ def _linear_gaussian(num_arms, dim, prior_sd, noise_sd, identity):
     def observe(problem, key, t):
         return problem.actions
 
-    def mean_rewards(problem, obs):
-        return obs @ problem.weights
-
-    def sample_reward(problem, key, obs, arm):
-        return obs[arm] @ problem.weights + noise_sd * jax.random.normal(key)
-
     return Environment("linear_gaussian", num_arms, dim, sample_problem, observe,
-                       mean_rewards, sample_reward, None)
+                       _linear_mean, _linear_reward(noise_sd), None)
 
 
 def linear_gaussian(num_arms: int = 10, dim: int = 5, prior_sd: float = 1.0,
@@ -259,14 +267,8 @@ def _linear_contextual(num_arms, dim, noise_sd):
     def observe(problem, key, t):
         return unit_ball(key, (num_arms,))
 
-    def mean_rewards(problem, obs):
-        return obs @ problem.weights
-
-    def sample_reward(problem, key, obs, arm):
-        return obs[arm] @ problem.weights + noise_sd * jax.random.normal(key)
-
     return Environment("linear_contextual", num_arms, dim, sample_problem, observe,
-                       mean_rewards, sample_reward, None)
+                       _linear_mean, _linear_reward(noise_sd), None)
 
 
 def linear_contextual(num_arms: int = 10, dim: int = 5, noise_sd: float = 0.1) -> Environment:

@@ -303,7 +303,7 @@ def episode_costs(policy, env, horizon: int, key, params=None):
     MH steps, both arms, padding included), ``proxy_evals`` (evaluations spent on the
     proxy sums), ``accepted`` (MH moves accepted) and ``history`` (``n`` after the round).
     ``vmap`` it over keys for many problems."""
-    from .simulate import _step_keys, episode_keys
+    from .simulate import episode_keys, play_round
 
     params = policy.default_params if params is None else params
     params = jax.tree_util.tree_map(lambda x: jnp.asarray(x, jnp.float32), params)
@@ -314,13 +314,8 @@ def episode_costs(policy, env, horizon: int, key, params=None):
         raise ValueError(f"policy {policy.name!r} is not a ts_racing policy")
 
     def step(state, t):
-        k_obs, k_sel, k_rew, k_upd = _step_keys(k_run, t)
-        obs = env.observe(problem, k_obs, t)
-        arm = policy.select(params, state, k_sel, t, obs)
-        reward = env.sample_reward(problem, k_rew, obs, arm)
-        mu = env.mean_rewards(problem, obs)
-        new = policy.update(params, state, k_upd, t, arm, reward, obs)
-        return new, dict(regret=jnp.max(mu) - mu[arm], mh_evals=new.mh_evals - state.mh_evals,
+        new, inst, _, _ = play_round(policy, env, params, state, problem, k_run, t)
+        return new, dict(regret=inst, mh_evals=new.mh_evals - state.mh_evals,
                          proxy_evals=new.proxy_evals - state.proxy_evals,
                          accepted=new.accepted - state.accepted, history=new.count)
 

@@ -31,7 +31,7 @@ import numpy as np
 from .base import Environment, Policy
 
 __all__ = ["EpisodeResult", "SimulationResult", "run_episode", "run_episode_loop",
-           "simulate", "episode_keys", "check_horizon"]
+           "simulate", "episode_keys", "check_horizon", "play_round"]
 
 
 class EpisodeResult(NamedTuple):
@@ -68,6 +68,19 @@ def _step_keys(k_run, t):
     return jax.random.split(jax.random.fold_in(k_run, t), 4)
 
 
+def play_round(policy: Policy, env: Environment, params, state, problem, k_run, t):
+    r"""Round ``t`` of an episode (the key schedule of the module docstring): observe,
+    select ``a_t``, draw ``r_t``, update.  Returns ``(state, mu* - mu_{a_t}, a_t, r_t)``,
+    the instantaneous term of the pseudo-regret (Eq. 1 of Maes et al.)."""
+    k_obs, k_sel, k_rew, k_upd = _step_keys(k_run, t)
+    obs = env.observe(problem, k_obs, t)
+    arm = policy.select(params, state, k_sel, t, obs)
+    reward = env.sample_reward(problem, k_rew, obs, arm)
+    mu = env.mean_rewards(problem, obs)
+    state = policy.update(params, state, k_upd, t, arm, reward, obs)
+    return state, jnp.max(mu) - mu[arm], arm, reward
+
+
 def episode_keys(key):
     """``key -> (k_problem, k_init, k_run)``, the split used by every episode."""
     return jax.random.split(key, 3)
@@ -93,13 +106,7 @@ def run_episode(policy: Policy, env: Environment, horizon: int, params, key, pro
 
     def step(carry, t):
         state, total = carry
-        k_obs, k_sel, k_rew, k_upd = _step_keys(k_run, t)
-        obs = env.observe(problem, k_obs, t)
-        arm = policy.select(params, state, k_sel, t, obs)
-        reward = env.sample_reward(problem, k_rew, obs, arm)
-        mu = env.mean_rewards(problem, obs)
-        inst = jnp.max(mu) - mu[arm]
-        state = policy.update(params, state, k_upd, t, arm, reward, obs)
+        state, inst, arm, reward = play_round(policy, env, params, state, problem, k_run, t)
         out = (inst, arm, reward) if curve else ()
         return (state, total + inst), out
 
@@ -141,13 +148,7 @@ def _loop_step_cached(functions, env):
 
     @jax.jit
     def step(params, state, problem, k_run, t):
-        k_obs, k_sel, k_rew, k_upd = _step_keys(k_run, t)
-        obs = env.observe(problem, k_obs, t)
-        arm = policy.select(params, state, k_sel, t, obs)
-        reward = env.sample_reward(problem, k_rew, obs, arm)
-        mu = env.mean_rewards(problem, obs)
-        state = policy.update(params, state, k_upd, t, arm, reward, obs)
-        return state, jnp.max(mu) - mu[arm], arm, reward
+        return play_round(policy, env, params, state, problem, k_run, t)
 
     return step
 
