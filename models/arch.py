@@ -356,36 +356,39 @@ def fit_laplace(data: ArchData, *, max_iter: int = 500) -> LaplaceFit:
     y = data.y
     q_max = max(data.orders)
     p = q_max + 2
+
+    # one compiled objective for every order: the padded position with the order's mask
+    # (inactive entries have zero gradient and stay at 0)
+    def neg_log_post(u, mask):
+        return -(log_prior(u, mask) + jnp.sum(log_likelihood_points(u, mask, y)))
+
+    value_and_grad = jax.jit(jax.value_and_grad(neg_log_post))
+    hessian = jax.jit(jax.hessian(neg_log_post))
+    log_lik = jax.jit(lambda u, mask: jnp.sum(log_likelihood_points(u, mask, y)))
     mus, chols, lps, evid, mll = [], [], [], [], []
     var = float(np.var(np.asarray(y[:, 0])))
     for j, q in enumerate(data.orders):
         mask = data.masks[j]
         active = np.asarray(mask) > 0
+        idx = np.nonzero(active)[0]
+        u0 = np.zeros(p)
+        u0[idx] = np.concatenate([[inverse_softplus(0.3 * var)], inverse_softplus(np.full(q, 0.5 / q)),
+                                  [inverse_softplus(6.0)]])
 
-        def neg_log_post(v, mask=mask, active=active):
-            u = jnp.zeros(p).at[np.nonzero(active)[0]].set(v)
-            return -(log_prior(u, mask) + jnp.sum(log_likelihood_points(u, mask, y)))
-
-        f = jax.jit(jax.value_and_grad(neg_log_post))
-        v0 = np.concatenate([[inverse_softplus(0.3 * var)], inverse_softplus(np.full(q, 0.5 / q)),
-                             [inverse_softplus(6.0)]])
-
-        def fun(v):
-            val, g = f(jnp.asarray(v, jnp.float32))
+        def fun(v, mask=mask):
+            val, g = value_and_grad(jnp.asarray(v, jnp.float32), mask)
             return float(val), np.asarray(g, np.float64)
 
-        res = minimize(fun, v0, jac=True, method="L-BFGS-B", options={"maxiter": max_iter})
-        v_hat = res.x
-        hess = np.asarray(jax.jit(jax.hessian(neg_log_post))(jnp.asarray(v_hat, jnp.float32)), np.float64)
+        bounds = [(None, None) if a else (0.0, 0.0) for a in active]
+        res = minimize(fun, u0, jac=True, method="L-BFGS-B", bounds=bounds, options={"maxiter": max_iter})
+        mu = np.where(active, res.x, 0.0)
+        hess = np.asarray(hessian(jnp.asarray(mu, jnp.float32), mask), np.float64)[np.ix_(idx, idx)]
         hess = 0.5 * (hess + hess.T)
         w, vecs = np.linalg.eigh(hess)
         w = np.maximum(w, 1e-6 * max(w.max(), 1.0))  # guard a flat direction
         cov = (vecs / w) @ vecs.T
         chol_a = np.linalg.cholesky(cov)
-        mu = np.zeros(p)
-        mu[active] = v_hat
         chol = np.eye(p)
-        idx = np.nonzero(active)[0]
         chol[np.ix_(idx, idx)] = chol_a
         d = int(active.sum())
         lp = -float(res.fun)
@@ -393,8 +396,7 @@ def fit_laplace(data: ArchData, *, max_iter: int = 500) -> LaplaceFit:
         chols.append(chol)
         lps.append(lp)
         evid.append(lp + 0.5 * d * math.log(2 * math.pi) + float(np.sum(np.log(np.diag(chol_a)))))
-        u = jnp.asarray(mu, jnp.float32)
-        mll.append(float(jnp.sum(log_likelihood_points(u, mask, y))))
+        mll.append(float(log_lik(jnp.asarray(mu, jnp.float32), mask)))
     return LaplaceFit(np.stack(mus), np.stack(chols), np.array(lps), np.array(evid), np.array(mll))
 
 

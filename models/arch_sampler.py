@@ -13,8 +13,9 @@ order's MAP.  One iteration (Eq. 25):
 2. ``u^(q)`` by a Metropolis-Hastings step whose proposal is a Langevin (SGLD) move
    preconditioned by ``Sigma_q``,
    ``u' = u + eps^2/2 Sigma_q g(u) + eps L_q xi``, with the control-variate mini-batch
-   gradient ``g(u) = grad log p(u) + G_q + (N/b) sum_{t in batch} [grad l_t(u) - grad l_t(mu_q)]``
-   (``G_q`` the full gradient at the MAP, computed once); the accept test is a two-arm
+   gradient ``g(u) = grad log p(u) + G_q + H_q D + (N/b) sum_{t in batch} [g_t(u) - g_t(mu_q) - H_t(mu_q) D]``,
+   ``D = u - mu_q`` (``G_q``, ``H_q`` the full gradient and Hessian at the MAP, computed
+   once; ``H_t D`` by a Hessian-vector product); the accept test is a two-arm
    Racing-Normal race (Sec. 4, Eq. 12);
 3. ``q`` by a Gumbel-max race over the ``D`` arms (Eq. 2-3, Racing-Normal Gibbs):
    ``log f0(j) = log pi~(j) + log p(u^(j)) - log p_pseudo(u^(j))`` and rewards
@@ -251,14 +252,17 @@ def _step(arrays: SamplerArrays, state: ChainState, key, cfg: SamplerConfig):
         batch = jax.random.randint(k_batch, (b,), 0, n)
         rows = y[batch]
 
+        def batch_grad(w):
+            return jax.grad(lambda z: (n / b) * jnp.sum(log_likelihood_points(z, mask_q, rows)))(w)
+
         def grad_est(v):
-            def obj(w):
-                return log_prior(w, mask_q) + (n / b) * jnp.sum(log_likelihood_points(w, mask_q, rows))
+            # second-order control variate: G + H D + (N/b) sum_batch [g_t(v) - g_t(mu) - H_t(mu) D]
+            dv = (v - mu_q) * mask_q
+            g_mu, h_dv = jax.jvp(batch_grad, (mu_q,), (dv,))
+            full = arrays.grad_map[q] + arrays.proxy_hess[q] @ dv
+            return jax.grad(log_prior)(v, mask_q) + full + batch_grad(v) - g_mu - h_dv
 
-            g_map_batch = jax.grad(lambda w: (n / b) * jnp.sum(log_likelihood_points(w, mask_q, rows)))(mu_q)
-            return jax.grad(obj)(v) - g_map_batch + arrays.grad_map[q]
-
-        grad_evals = 4 * b  # grad l_t at the current point and the proposal, each with its MAP twin
+        grad_evals = 4 * b  # g_t at the current point and the proposal, each with its MAP twin (+ H_t D)
     else:
         def grad_est(v):
             return jax.grad(lambda w: log_prior(w, mask_q) + jnp.sum(log_likelihood_points(w, mask_q, y)))(v)
