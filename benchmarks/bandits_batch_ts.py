@@ -9,16 +9,16 @@ honest standard error.  Writes benchmarks/results/bandits_batch_ts.json.
 """
 
 import argparse
-import json
 import math
 import os
 
 import jax
-import numpy as np
 
 from subsample_mcmc.bandits import simulate
 from subsample_mcmc.bandits import thompson as th
 from subsample_mcmc.bandits.environments import bernoulli
+
+from bandits_common import write_json
 
 
 def main():
@@ -57,9 +57,7 @@ def main():
             print(f"      Static-TS x{f}: {st.mean:8.2f} ± {st.stderr:5.2f} ({st.num_batches.mean():6.1f} "
                   f"queries), minus B-TS {d.mean():+7.2f} ± {d.std() / math.sqrt(len(d)):.2f}", flush=True)
         rows.append(row)
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(rows, f, indent=1, default=float)
+    write_json(args.out, rows)
 
 
 if __name__ == "__main__":

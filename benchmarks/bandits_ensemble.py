@@ -10,8 +10,6 @@ dropout.  Writes benchmarks/results/bandits_ensemble.json.
 """
 
 import argparse
-import json
-import math
 import os
 import time
 
@@ -21,6 +19,8 @@ from subsample_mcmc.bandits import ensemble as es
 from subsample_mcmc.bandits import simulate
 from subsample_mcmc.bandits import thompson as th
 from subsample_mcmc.bandits.environments import gaussian, neural
+
+from bandits_common import paired_difference, write_json
 
 
 def main():
@@ -41,11 +41,10 @@ def main():
     print(f"50-arm Gaussian, T={args.horizon}: TS {ts.mean:.2f} ± {ts.stderr:.2f}", flush=True)
     for m in (int(x) for x in args.models.split(",")):
         r = simulate(es.ensemble_gaussian(m), env, args.horizon, key, args.problems)
-        d = r.regret[:, 0] - ts.regret[:, 0]
-        se = d.std() / math.sqrt(len(d))
+        diff, se = paired_difference(r.regret[:, 0], ts.regret[:, 0])
         out["gaussian"].append(dict(policy=f"ES-{m}", regret=[r.mean, r.stderr],
-                                    minus_ts=[float(d.mean()), float(se)]))
-        print(f"  ES M={m:5d}: {r.mean:8.2f} ± {r.stderr:.2f}   ES - TS {d.mean():+7.2f} ± {se:.2f}",
+                                    minus_ts=[diff, se]))
+        print(f"  ES M={m:5d}: {r.mean:8.2f} ± {r.stderr:.2f}   ES - TS {diff:+7.2f} ± {se:.2f}",
               flush=True)
     k, d, hidden, horizon, runs = (int(x) for x in args.neural.split(","))
     for title, h, prior in (("single_neuron", 0, 10.0), ("two_layer", hidden, 1.0)):
@@ -72,9 +71,7 @@ def main():
             print(f"{title:14s} {name:16s} regret {r.mean:9.1f} ± {r.stderr:6.1f} "
                   f"({time.perf_counter() - t0:.0f} s)", flush=True)
         out["neural"][title] = dict(K=k, d=d, D=h, T=horizon, runs=runs, results=res)
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(out, f, indent=1, default=float)
+    write_json(args.out, out)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ Writes benchmarks/results/bandits_formula_search.json.
 """
 
 import argparse
-import json
 import os
 import time
 
@@ -23,6 +22,8 @@ from subsample_mcmc.bandits import formulas as F
 from subsample_mcmc.bandits import index as ix
 from subsample_mcmc.bandits import simulate
 from subsample_mcmc.bandits.environments import bernoulli
+
+from bandits_common import write_json
 
 
 def main():
@@ -72,9 +73,7 @@ def main():
         print(f"{name:10s}: {res.formula:35s} {res.episodes:9,d} episodes/evaluations "
               f"{res.seconds:7.1f} s  test regret {test.mean:.3f} +- {test.stderr:.3f} "
               f"(vs UCB1-Tuned {d.mean():+.3f} +- {d.std() / np.sqrt(len(d)):.3f})", flush=True)
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(out, f, indent=1)
+    write_json(args.out, out)
 
 
 if __name__ == "__main__":

@@ -18,17 +18,16 @@ Writes benchmarks/results/bandits_neural.json and prints the table.
 """
 
 import argparse
-import json
-import math
 import os
 import time
 
 import jax
-import numpy as np
 
 from subsample_mcmc.bandits import ensemble as es
 from subsample_mcmc.bandits import simulate
 from subsample_mcmc.bandits.environments import neural
+
+from bandits_common import paired_difference, write_json
 
 
 def agents_for(hidden, prior, noise, lr, dropout_lr):
@@ -85,17 +84,14 @@ def main():
                 continue
             best = min(names, key=lambda n: regrets[n].mean())
             for ens in ("ensemble_10", "ensemble_30"):
-                d = regrets[ens] - regrets[best]
-                se = float(d.std(ddof=1) / math.sqrt(len(d)))
-                comparisons[f"{ens} - {best}"] = [float(d.mean()), se]
-                print(f"  {title}: {ens} - best {fam} ({best}): {d.mean():+8.1f} +- {se:6.1f}"
-                      f"  (z = {d.mean() / se:+.1f})", flush=True)
+                diff, se = paired_difference(regrets[ens], regrets[best])
+                comparisons[f"{ens} - {best}"] = [diff, se]
+                print(f"  {title}: {ens} - best {fam} ({best}): {diff:+8.1f} +- {se:6.1f}"
+                      f"  (z = {diff / se:+.1f})", flush=True)
         out["settings"][title] = dict(K=args.arms, d=args.dim, D=hidden, T=horizon,
                                       runs=args.runs, prior_var=prior, results=res,
                                       ensemble_minus_best_baseline=comparisons)
-        os.makedirs(os.path.dirname(args.out), exist_ok=True)
-        with open(args.out, "w") as f:
-            json.dump(out, f, indent=1)
+        write_json(args.out, out)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ Writes benchmarks/results/bandits_racing_ts.json and prints the tables.
 """
 
 import argparse
-import json
 import math
 import os
 import time
@@ -33,6 +32,8 @@ import numpy as np
 from subsample_mcmc.bandits import laplace, simulate
 from subsample_mcmc.bandits import racing_ts as R
 from subsample_mcmc.bandits.environments import logistic_bernoulli
+
+from bandits_common import paired_difference, write_json
 
 
 def uniform_regret(env, horizon, key, num_problems):
@@ -89,10 +90,9 @@ def main():
     for name, reg in results.items():
         if name == "exact_mh":
             continue
-        d = reg - results["exact_mh"]
-        se = d.std(ddof=1) / math.sqrt(len(d))
-        out["regret"][name]["minus_exact_mh"] = [float(d.mean()), float(se)]
-        print(f"    {name:20s} {d.mean():+7.2f} +- {se:5.2f}")
+        diff, se = paired_difference(reg, results["exact_mh"])
+        out["regret"][name]["minus_exact_mh"] = [diff, se]
+        print(f"    {name:20s} {diff:+7.2f} +- {se:5.2f}")
     # cost per round against the history length
     bins = [1] + [p for p in R.population_levels(args.horizon)] + [args.horizon + 1]
     bins = sorted(set(bins))
@@ -129,9 +129,7 @@ def main():
     for name, c in cost_rows.items():
         print(f"    {name:20s} acceptance {c['acceptance']:.2f}; whole episode: {c['total_mh_evals']:.3g} "
               f"race evaluations + {c['total_proxy_evals']:.3g} proxy evaluations")
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(out, f, indent=1)
+    write_json(args.out, out)
 
 
 def pol_steps(name, args):

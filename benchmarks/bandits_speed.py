@@ -10,7 +10,6 @@ benchmarks/results/bandits_speed.json.
 """
 
 import argparse
-import json
 import os
 import time
 
@@ -19,6 +18,8 @@ import numpy as np
 
 from subsample_mcmc.bandits import make_policy, run_episode, run_episode_loop, simulate
 from subsample_mcmc.bandits.environments import bernoulli
+
+from bandits_common import write_json
 
 
 def main():
@@ -61,9 +62,7 @@ def main():
         print(f"{name:12s} T={args.horizon}: vmapped {vmapped:10.0f} ep/s | jit(scan) per "
               f"episode {scan_only:8.1f} ep/s | python loop {loop:6.2f} ep/s | "
               f"speed-up {vmapped / loop:8.0f}x", flush=True)
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(rows, f, indent=1)
+    write_json(args.out, rows)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,6 @@ problems).  Writes benchmarks/results/bandits_table1.json.
 """
 
 import argparse
-import json
 import math
 import os
 import time
@@ -19,6 +18,8 @@ import jax
 from subsample_mcmc.bandits import parse_policy, simulate
 from subsample_mcmc.bandits.environments import bernoulli, truncated_gaussian
 from subsample_mcmc.bandits.paper_values import MAES_TABLE1_UNTUNED, MAES_TEST_PROBLEMS
+
+from bandits_common import write_json
 
 
 def main():
@@ -44,9 +45,7 @@ def main():
                 print(f"{dist:9s} T={horizon:5d} {name:12s} ours {res.mean:7.3f} +- "
                       f"{res.stderr:.3f}  paper {paper[horizon]:6.2f}  z {z:+5.1f}  "
                       f"({row['seconds']:.1f}s)", flush=True)
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(dict(problems=args.problems, rows=rows), f, indent=1)
+    write_json(args.out, dict(problems=args.problems, rows=rows))
     print(f"max |z| = {max(abs(r['z']) for r in rows):.2f} over {len(rows)} cells")
 
 

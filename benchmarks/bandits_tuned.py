@@ -19,8 +19,6 @@ Writes benchmarks/results/bandits_tuned.json (and prints the table).
 """
 
 import argparse
-import json
-import math
 import os
 import time
 
@@ -31,6 +29,8 @@ from subsample_mcmc.bandits import index as ix
 from subsample_mcmc.bandits import meta, simulate
 from subsample_mcmc.bandits.environments import bernoulli, truncated_gaussian
 from subsample_mcmc.bandits.paper_values import MAES_TABLE1_TUNED, MAES_TABLE1_UNTUNED
+
+from bandits_common import paired_difference, write_json
 
 POLICIES = {"ucb1": ix.ucb1, "ucb_v": ix.ucb_v, "kl_ucb": ix.kl_ucb, "eps_greedy": ix.eps_greedy}
 
@@ -44,8 +44,7 @@ def paper_row(name, horizon):
 
 
 def paired(a, b):
-    d = a.regret.mean(axis=1) - b.regret.mean(axis=1)
-    return float(d.mean()), float(d.std(ddof=1) / math.sqrt(len(d)))
+    return paired_difference(a.regret.mean(axis=1), b.regret.mean(axis=1))
 
 
 def main():
@@ -109,9 +108,7 @@ def main():
                     f" +- {row[d][label + '_minus_ucb1_tuned'][1]:.3f})"
                     for label in ("tuned", "eda_mean", "paper_params", "default") if label in row[d]),
                     flush=True)
-            os.makedirs(os.path.dirname(args.out), exist_ok=True)
-            with open(args.out, "w") as f:
-                json.dump(dict(args=vars(args), rows=rows), f, indent=1)
+            write_json(args.out, dict(args=vars(args), rows=rows))
 
 
 if __name__ == "__main__":
