@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_WORKERS ?= 2
 
-.PHONY: demo test bench clean
+.PHONY: demo racing-demo test bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
@@ -15,6 +15,9 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 demo: $(STAMP)
+	$(PY) -m subsample_mcmc arch
+
+racing-demo: $(STAMP)
 	$(PY) -m subsample_mcmc demo
 
 test: $(STAMP)
@@ -23,6 +26,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/racing_cost_vs_n.py
 	$(PY) benchmarks/racing_synthetic.py
+	$(PY) benchmarks/arch_order_selection.py
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache

@@ -508,19 +508,21 @@ class ArchOrderSampler:
         c = states.q.shape[0]
         infos = []
         done = 0
+        # equal chunks (one compiled shape); the last chunk may run past ``iters`` and
+        # its surplus draws are dropped
+        m = -(-iters // max(1, -(-iters // chunk))) if iters else 0
         with tqdm(total=iters, desc=desc, disable=not progress_bar, leave=False) as bar:
             while done < iters:
-                m = min(chunk, iters - done)
                 key, sub = jax.random.split(key)
                 keys = jax.random.split(sub, c * m).reshape(c, m, -1)
                 states, info = _run_chunk(self.arrays, states, keys, cfg)
                 jax.block_until_ready(info)
                 infos.append(jax.tree.map(np.asarray, info))
+                bar.update(min(m, iters - done))
                 done += m
-                bar.update(m)
         if not infos:
             return states, None
-        return states, jax.tree.map(lambda *a: np.concatenate(a, axis=1), *infos)
+        return states, jax.tree.map(lambda *a: np.concatenate(a, axis=1)[:, :iters], *infos)
 
     def run(self, seed=0, *, method: str = "racing", num_adapt: int = 1000, num_samples: int = 2000,
             num_chains: int = 4, check_decisions: bool = False, progress_bar: bool = True,

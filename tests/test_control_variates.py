@@ -93,3 +93,24 @@ def test_bins_validation():
         make_data_bins(np.arange(10.0), exact_fraction=1.0)
     with pytest.raises(ValueError, match="shape"):
         make_data_bins(np.zeros((2, 3, 4)))
+
+
+def test_linear_feature_expansion_equals_the_data_space_expansion():
+    """For rewards that depend on y through z_i = P_i y + c_i, Eq. 11 in feature space is the
+    data-space expansion (chain rule), at O(p') per reward instead of O(p^2)."""
+    rng = np.random.default_rng(0)
+    y = rng.normal(size=(3000, 5))
+    p_mat = jnp.asarray(rng.normal(size=(3, 2, 5)) * 0.3, jnp.float32)
+    shift = jnp.asarray(rng.normal(size=(3, 2)), jnp.float32)
+
+    def f(z):  # [D, 2] -> [D], arm i uses z_i only
+        return -jnp.log1p(z[:, 0] ** 2) + jnp.sin(z[:, 1])
+
+    bins = make_data_bins(y, num_bins=20, exact_fraction=0.1)
+    feat = taylor_control_variate(f, bins, features=(p_mat, shift))
+    data_space = taylor_control_variate(lambda yy: f(jnp.einsum("dqp,p->dq", p_mat, yy) + shift), bins)
+    idx = jnp.arange(200)
+    np.testing.assert_allclose(np.asarray(feat.values(idx)), np.asarray(data_space.values(idx)), rtol=2e-4, atol=2e-4)
+    np.testing.assert_allclose(np.asarray(feat.mean()), np.asarray(data_space.mean()), rtol=2e-4, atol=2e-4)
+    with pytest.raises(ValueError, match="features must be"):
+        taylor_control_variate(f, bins, features=(p_mat[:, :, :3], shift))
