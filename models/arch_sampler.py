@@ -391,7 +391,10 @@ class ArchRun:
         """``p(q | r) ∝ pi(q) p~(q | r) / pi~(q)`` (uniform ``pi``) from all chains."""
         qi = self.q_index if q_index is None else q_index
         freq = np.bincount(qi.ravel(), minlength=len(self.orders)) / qi.size
-        w = freq * np.exp(-(self.log_pi_adj - self.log_pi_adj.max()))
+        with np.errstate(divide="ignore"):
+            log_w = np.log(freq) - self.log_pi_adj  # in logs: pi~ spans hundreds of nats at large N
+        log_w -= log_w[np.isfinite(log_w)].max()
+        w = np.exp(log_w)
         return w / w.sum()
 
     def estimated_log_posterior_adaptive(self) -> np.ndarray:
