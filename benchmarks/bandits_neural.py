@@ -8,7 +8,9 @@ per period (leaky ReLU inside the agents); ~1,000 realisations.  Claim: ensemble
 sampling, even with 10 models, beats epsilon-greedy with its best parameters on the
 single neuron, and beats epsilon-greedy and dropout on the two-layer network.
 
-Here every agent runs on the *same* problems and run keys, so each comparison is a
+Reduced sizes keep the paper's signal-to-noise ratio (``--noise-var`` default: the
+noise variance scaled like the prior variance of the mean reward).  Every agent runs on
+the *same* problems and run keys, so each comparison is a
 paired difference of cumulative regrets with its standard error over problems; each
 baseline family is reported at its best setting (the paper's "best tuned").
 
@@ -28,6 +30,21 @@ from subsample_mcmc.bandits import simulate
 from subsample_mcmc.bandits.environments import neural
 
 from bandits_common import paired_difference, write_json
+
+
+def signal_variance(dim, hidden, prior):
+    """Variance of the mean reward of one action ``a`` (entries U[-1, 1], last = 1)
+    under the prior: ``lambda ((d-1)/3 + 1)`` for a neuron's pre-activation, and for the
+    two-layer network ``D E[W2^2] E[relu(h)^2] = D lambda^2 ((d-1)/3 + 1) / 2``."""
+    pre = prior * ((dim - 1) / 3.0 + 1.0)
+    return pre if hidden == 0 else hidden * prior * pre / 2.0
+
+
+def matched_noise_var(dim, hidden, prior):
+    """Noise variance giving the paper's signal-to-noise ratio (d = 100, D = 50, noise
+    variance 100) at a reduced size."""
+    paper = signal_variance(100, 50 if hidden else 0, prior)
+    return 100.0 * signal_variance(dim, hidden, prior) / paper
 
 
 def agents_for(hidden, prior, noise, lr, dropout_lr):
@@ -54,7 +71,8 @@ def main():
     ap.add_argument("--horizon-single", type=int, default=400)
     ap.add_argument("--horizon-two-layer", type=int, default=300)
     ap.add_argument("--runs", type=int, default=100, help="problems (one run each)")
-    ap.add_argument("--noise-var", type=float, default=100.0)
+    ap.add_argument("--noise-var", type=float, default=None,
+                    help="default: the paper's signal-to-noise ratio at this size")
     ap.add_argument("--lr", type=float, default=1e-2, help="Adam step of ES and eps-greedy")
     ap.add_argument("--dropout-lr", type=float, default=1e-2)
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results",
@@ -64,11 +82,13 @@ def main():
     key = jax.random.PRNGKey(1)
     for title, hidden, prior, horizon in (("single_neuron", 0, 10.0, args.horizon_single),
                                           ("two_layer", args.hidden, 1.0, args.horizon_two_layer)):
+        noise = args.noise_var or matched_noise_var(args.dim, hidden, prior)
         env = neural(num_arms=args.arms, dim=args.dim, hidden=hidden, prior_var=prior,
-                     noise_var=args.noise_var)
+                     noise_var=noise)
+        print(f"{title}: K={args.arms}, d={args.dim}, D={hidden}, T={horizon}, noise variance "
+              f"{noise:.1f}, {args.runs} problems", flush=True)
         res, regrets = {}, {}
-        for name, agent in agents_for(hidden, prior, args.noise_var, args.lr,
-                                      args.dropout_lr).items():
+        for name, agent in agents_for(hidden, prior, noise, args.lr, args.dropout_lr).items():
             t0 = time.perf_counter()
             r = simulate(agent, env, horizon, key, args.runs)
             regrets[name] = r.regret[:, 0]
@@ -89,7 +109,7 @@ def main():
                 print(f"  {title}: {ens} - best {fam} ({best}): {diff:+8.1f} +- {se:6.1f}"
                       f"  (z = {diff / se:+.1f})", flush=True)
         out["settings"][title] = dict(K=args.arms, d=args.dim, D=hidden, T=horizon,
-                                      runs=args.runs, prior_var=prior, results=res,
+                                      runs=args.runs, prior_var=prior, noise_var=noise, results=res,
                                       ensemble_minus_best_baseline=comparisons)
         write_json(args.out, out)
 
