@@ -55,7 +55,8 @@ from ..kernels.proxy import TaylorProxy
 from .thompson import Posterior, thompson_sampling
 
 __all__ = ["RacingLogisticState", "racing_logistic_posterior", "ts_racing",
-           "population_levels", "logistic_log_likelihood", "mh_transitions"]
+           "population_levels", "logistic_log_likelihood", "add_observation",
+           "mh_transitions", "episode_costs"]
 
 _MIN_LEVEL = 64
 METHODS = ("normal", "normal_union", "exact")
@@ -178,6 +179,30 @@ def _transition_fn(levels, steps, proposal, use_proxy, method, delta, grad_batch
     return transition
 
 
+def add_observation(state: RacingLogisticState, x, y) -> RacingLogisticState:
+    r"""Append ``(x, y)`` to the history (slot ``n``) and update the proxy sums:
+    ``G += (y - sigma(x^T z_hat)) x``, ``H -= sigma (1 - sigma) x x^T`` (one evaluation);
+    when the new ``n`` reaches ``refresh_at`` (1, 2, 4, ...), move ``z_hat`` to the
+    current draw and recompute ``G, H`` over the history (``n`` evaluations, O(1) per
+    round amortised).  The first half of a round's ``update``; no MH move."""
+    i = state.count
+    x = jnp.asarray(x, jnp.float32)
+    y = jnp.asarray(y, jnp.float32)
+    g, h = _datum_derivatives(x, y, state.reference)
+    state = state._replace(features=state.features.at[i].set(x),
+                           rewards=state.rewards.at[i].set(y), count=i + 1,
+                           grad_sum=state.grad_sum + g, hess_sum=state.hess_sum + h,
+                           proxy_evals=state.proxy_evals + 1.0)
+    refresh = state.count >= state.refresh_at
+    g_new, h_new = _proxy_sums(state, state.z)
+    return state._replace(
+        reference=jnp.where(refresh, state.z, state.reference),
+        grad_sum=jnp.where(refresh, g_new, state.grad_sum),
+        hess_sum=jnp.where(refresh, h_new, state.hess_sum),
+        refresh_at=jnp.where(refresh, 2 * state.refresh_at, state.refresh_at),
+        proxy_evals=state.proxy_evals + jnp.where(refresh, state.count, 0).astype(jnp.float32))
+
+
 def mh_transitions(posterior: Posterior, params, state: RacingLogisticState, key):
     """Run one round's ``steps`` racing MH transitions on ``state``'s history (no new
     datum): the chain of :func:`racing_logistic_posterior` as a stand-alone sampler,
@@ -216,23 +241,7 @@ def _racing_posterior(steps, proposal, use_proxy, method, delta, grad_batch_size
         return obs @ state.z
 
     def update(params, state, key, arm, reward, obs):
-        i = state.count
-        x = obs[arm].astype(jnp.float32)
-        y = jnp.asarray(reward, jnp.float32)
-        g, h = _datum_derivatives(x, y, state.reference)
-        state = state._replace(features=state.features.at[i].set(x),
-                               rewards=state.rewards.at[i].set(y), count=i + 1,
-                               grad_sum=state.grad_sum + g, hess_sum=state.hess_sum + h,
-                               proxy_evals=state.proxy_evals + 1.0)
-        refresh = state.count >= state.refresh_at
-        g_new, h_new = _proxy_sums(state, state.z)
-        state = state._replace(
-            reference=jnp.where(refresh, state.z, state.reference),
-            grad_sum=jnp.where(refresh, g_new, state.grad_sum),
-            hess_sum=jnp.where(refresh, h_new, state.hess_sum),
-            refresh_at=jnp.where(refresh, 2 * state.refresh_at, state.refresh_at),
-            proxy_evals=state.proxy_evals + jnp.where(refresh, state.count, 0).astype(jnp.float32))
-        return transition(params, state, key)
+        return transition(params, add_observation(state, obs[arm], reward), key)
 
     name = f"racing_{proposal}_{method}{'_proxy' if use_proxy else ''}_{steps}"
     post = Posterior(name, init, sample, update, (1.0, 1.2), ("prior_sd", "step_scale"))

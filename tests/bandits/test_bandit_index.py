@@ -24,7 +24,10 @@ def _z_vs_paper(res, paper_value, num_problems):
 
 
 # (T = 10 is covered exactly by the UCB1-Normal test below and in the benchmark)
-CASES = [("bernoulli", 100, 5_000, None), ("gaussian", 100, 3_000, None),
+# (every cell of Table 1 is checked by benchmarks/bandits_table1.py; here each policy at
+# least once, on a budget of compiled programs)
+CASES = [("bernoulli", 100, 5_000, None),
+         ("gaussian", 100, 3_000, ("ucb1_tuned", "ucb1_normal", "ucb_v", "eps_greedy")),
          ("bernoulli", 1000, 1_000, ("ucb1_tuned", "ucb2", "kl_ucb", "eps_greedy"))]
 
 
@@ -171,12 +174,13 @@ def test_vmapped_simulation_equals_single_episodes():
     policy, env = ix.ucb1_tuned(), E.bernoulli(2)
     res = simulate(policy, env, 50, jax.random.PRNGKey(0), num_problems=4, num_runs=2)
     keys = jax.random.split(jax.random.PRNGKey(0), 4)
+    episode = jax.jit(lambda k, problem: run_episode(policy, env, 50, (), k, problem=problem,
+                                                     curve=False).regret)   # one compilation
     for i in range(4):
         k_problem, k_runs = jax.random.split(keys[i])
         problem = env.sample_problem(k_problem)
         for j, k in enumerate(jax.random.split(k_runs, 2)):
-            ep = run_episode(policy, env, 50, (), k, problem=problem, curve=False)
-            assert float(ep.regret) == pytest.approx(float(res.regret[i, j]), rel=1e-5)
+            assert float(episode(k, problem)) == pytest.approx(float(res.regret[i, j]), rel=1e-5)
 
 
 def test_pseudo_regret_matches_realised_regret():

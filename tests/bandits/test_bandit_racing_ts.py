@@ -34,25 +34,28 @@ def _grid_posterior(x, y, prior_sd):
 
 
 def _chain(post, params, x, y, key, rounds):
-    """Feed the fixed history through ``update`` (the bandit path: proxy sums,
-    refreshes, MH steps after every datum), then run ``rounds`` more transitions."""
-    k0, k1, k2 = jax.random.split(key, 3)
+    """Feed the fixed history one datum per round (the bandit path: ``add_observation``,
+    i.e. proxy sums and refreshes, then the round's MH steps), then run ``rounds`` more
+    rounds of MH steps on the full history; one compiled transition."""
+    k0, k1 = jax.random.split(key)
     state = post.init(params, k0, BanditSpec(N_DATA, BUFFER, DIM))
-    obs = jnp.asarray(x)
+    xs, ys = jnp.asarray(x), jnp.asarray(y)
 
-    def add(st, inp):
+    def round_(st, inp):
         i, k = inp
-        return post.update(params, st, k, i, jnp.asarray(y)[i], obs), None
-
-    state, _ = jax.lax.scan(add, state, (jnp.arange(N_DATA), jax.random.split(k1, N_DATA)))
-    filled = state
-
-    def more(st, k):
+        st = jax.lax.cond(i < N_DATA,
+                          lambda s: R.add_observation(s, xs[jnp.minimum(i, N_DATA - 1)],
+                                                      ys[jnp.minimum(i, N_DATA - 1)]),
+                          lambda s: s, st)
         st = R.mh_transitions(post, params, st, k)
-        return st, st.z
+        return st, (st.z, st.mh_evals, st.steps_done, st.accepted)
 
-    state, zs = jax.lax.scan(more, state, jax.random.split(k2, rounds))
-    return zs, filled, state
+    total = N_DATA + rounds
+    state, (zs, evals, steps, acc) = jax.lax.scan(
+        round_, state, (jnp.arange(total), jax.random.split(k1, total)))
+    filled = dict(mh_evals=evals[N_DATA - 1], steps_done=steps[N_DATA - 1],
+                  accepted=acc[N_DATA - 1])
+    return zs[N_DATA:], filled, state
 
 
 # two chains, each compiled once (a single race level: min_level = BUFFER): the proxied
@@ -82,8 +85,8 @@ def test_draws_match_the_exact_posterior_on_a_fixed_history(fixed_history_run):
     z = (zs.reshape(-1, DIM).mean(0) - mean) / mcse
     assert np.all(np.abs(z) < 4.0), (name, zs.reshape(-1, DIM).mean(0), mean, mcse)
     np.testing.assert_allclose(zs.reshape(-1, DIM).var(0), var, rtol=0.25)
-    steps = np.asarray(final.steps_done - filled.steps_done)
-    acc = np.asarray(final.accepted - filled.accepted) / steps
+    steps = np.asarray(final.steps_done - filled['steps_done'])
+    acc = np.asarray(final.accepted - filled['accepted']) / steps
     assert np.all((acc > 0.15) & (acc < 0.95)), acc
 
 
@@ -91,8 +94,8 @@ def test_likelihood_evaluations_per_step(fixed_history_run):
     """Exact MH reads both arms of every slot (plus the Langevin mini-batch gradients at
     x and x'); the proxied race reads a fraction of the 2 n of exact MH."""
     name, _, _, _, filled, final = fixed_history_run
-    per_step = np.asarray(final.mh_evals - filled.mh_evals) / np.asarray(
-        final.steps_done - filled.steps_done)
+    per_step = np.asarray(final.mh_evals - filled['mh_evals']) / np.asarray(
+        final.steps_done - filled['steps_done'])
     if name == "exact_langevin":
         np.testing.assert_array_equal(per_step, 2 * BUFFER + 2 * 32)
     else:
@@ -100,18 +103,19 @@ def test_likelihood_evaluations_per_step(fixed_history_run):
 
 
 def test_proxy_sums_track_the_history(fixed_history_run):
-    """The incrementally updated G, H equal a direct recomputation at the reference."""
-    _, x, y, _, filled, _ = fixed_history_run
+    """The incrementally updated G, H equal a direct recomputation at the reference (MH
+    transitions leave them alone)."""
+    _, x, y, _, _, final = fixed_history_run
     for c in range(2):
-        ref = np.asarray(filled.reference[c], np.float64)
+        ref = np.asarray(final.reference[c], np.float64)
         p = 1 / (1 + np.exp(-(x @ ref)))
-        np.testing.assert_allclose(np.asarray(filled.grad_sum[c]), ((y - p)[:, None] * x).sum(0),
+        np.testing.assert_allclose(np.asarray(final.grad_sum[c]), ((y - p)[:, None] * x).sum(0),
                                    rtol=1e-3, atol=1e-3)
-        np.testing.assert_allclose(np.asarray(filled.hess_sum[c]),
+        np.testing.assert_allclose(np.asarray(final.hess_sum[c]),
                                    -(x * (p * (1 - p))[:, None]).T @ x, rtol=1e-3, atol=1e-3)
     # moved to the current draw at n = 1, 2, 4, ..., 128, and O(1) evaluations per datum
-    np.testing.assert_array_equal(np.asarray(filled.refresh_at), 256)
-    np.testing.assert_array_equal(np.asarray(filled.proxy_evals), N_DATA + 255)
+    np.testing.assert_array_equal(np.asarray(final.refresh_at), 256)
+    np.testing.assert_array_equal(np.asarray(final.proxy_evals), N_DATA + 255)
 
 
 def test_regret_well_below_uniform_play():
