@@ -93,7 +93,7 @@ def main(argv=None) -> int:
     arch.add_argument("--control-variate", choices=("data", "parameter"), default="data",
                       help="data: App. C.2's data-space Taylor expansions; parameter: Taylor proxies at the MAPs")
     arch.add_argument("--initial-prior", choices=("uniform", "laplace"), default="uniform",
-                      help="start of the Wang-Landau adjusted prior")
+                      help="start of the Wang-Landau adjusted prior: uniform (default, as in Sec. 5.2) or minus the Laplace log evidences")
     arch.add_argument("--output", default="arch-output")
     arch.add_argument("--simulated-size", type=int, default=100_000, help="N for --data simulated")
     arch.add_argument("--simulated-order", type=int, default=10, help="true order for --data simulated")

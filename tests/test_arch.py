@@ -17,6 +17,9 @@ from models.arch_sampler import ArchOrderSampler, _arm_rewards, _control_variate
 from models.arch import log_prior
 from subsample_mcmc.racing import sample_discrete
 
+# the runs below use the same shapes (2 chains, chunks of 100), so a worker compiles the
+# sampler's steps once
+
 
 @pytest.fixture(scope="module")
 def small_problem():
@@ -127,8 +130,8 @@ def test_sampler_recovers_true_order_and_racing_agrees_with_exact(small_problem)
 
 def test_same_seed_same_draws(small_problem):
     _, _, _, sampler = small_problem
-    a = sampler.run(7, num_adapt=20, num_samples=30, num_chains=1, progress_bar=False)
-    b = sampler.run(7, num_adapt=20, num_samples=30, num_chains=1, progress_bar=False)
+    a = sampler.run(7, method="exact", num_adapt=100, num_samples=100, num_chains=2, progress_bar=False)
+    b = sampler.run(7, method="exact", num_adapt=100, num_samples=100, num_chains=2, progress_bar=False)
     np.testing.assert_array_equal(a.q_index, b.q_index)
     np.testing.assert_array_equal(a.alpha0, b.alpha0)
 
@@ -194,8 +197,8 @@ def test_cli_writes_outputs_and_reports_errors(tmp_path, capsys):
     from subsample_mcmc.cli import main
 
     out = tmp_path / "out"
-    rc = main(["arch", "--data", "simulated", "--simulated-size", "3000", "--simulated-order", "2",
-               "--orders", "1,2,4", "--num-adapt", "40", "--num-samples", "60", "--chains", "2",
+    rc = main(["arch", "--data", "simulated", "--simulated-size", "5996", "--simulated-order", "2",
+               "--orders", "1,2,4", "--num-adapt", "100", "--num-samples", "100", "--chains", "2",
                "--output", str(out), "--no-progress"])
     assert rc == 0
     summary = json.loads((out / "summary.json").read_text())
