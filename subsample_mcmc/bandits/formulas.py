@@ -30,7 +30,6 @@ Search (Sec. 5.2):
 from __future__ import annotations
 
 import functools
-import math
 from typing import NamedTuple
 
 import jax
@@ -39,7 +38,7 @@ import numpy as np
 
 from .base import Environment, Policy
 from .index import index_policy
-from .simulate import check_horizon, run_episode
+from .simulate import bandit_jit, check_horizon, compile_options, run_episode
 
 __all__ = [
     "VARIABLES", "CONSTANTS", "UNARY", "BINARY", "TOKENS", "parse_postfix", "to_postfix",
@@ -291,16 +290,15 @@ class IdentifyResult(NamedTuple):
 
 
 @functools.lru_cache(maxsize=None)
-def _pull_runner(env, horizon):
+def _pull_runner(env, horizon, options=None):
     policy = index_policy("formula", _formula_index)
 
-    @jax.jit
     def run(tokens, problems, keys):
         def one(tok, problem, k):
             return run_episode(policy, env, horizon, tok, k, problem=problem, curve=False).regret
         return jax.vmap(one)(tokens, problems, keys)
 
-    return run
+    return bandit_jit(run, options)
 
 
 def identify_ucb1_tuned(formulas: FormulaSet, env: Environment, horizon: int, key,
@@ -324,7 +322,7 @@ def identify_ucb1_tuned(formulas: FormulaSet, env: Environment, horizon: int, ke
     m = formulas.tokens.shape[0]
     k_problems, k_runs = jax.random.split(key)
     problems = jax.vmap(env.sample_problem)(jax.random.split(k_problems, num_problems))
-    run = _pull_runner(env, horizon)
+    run = _pull_runner(env, horizon, compile_options())
     counts, sums, sumsq = np.zeros(m), np.zeros(m), np.zeros(m)
     tokens = jnp.asarray(formulas.tokens)
 

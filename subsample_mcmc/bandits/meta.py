@@ -28,7 +28,7 @@ import numpy as np
 
 from .base import Environment, Policy
 from .index import index_policy
-from .simulate import check_horizon, run_episode
+from .simulate import bandit_jit, check_horizon, compile_options, run_episode
 
 __all__ = ["power_exponents", "power_features", "power_policy", "evaluate_candidates",
            "eda", "EDAResult", "learn_policy", "ucb1_as_power1", "win_percentage"]
@@ -97,7 +97,7 @@ def ucb1_as_power1(C: float = 2.0) -> np.ndarray:
 # ------------------------------------------------------------------- evaluation
 
 @functools.lru_cache(maxsize=None)
-def _candidate_runner(functions, env, horizon, num_runs):
+def _candidate_runner(functions, env, horizon, num_runs, options=None):
     policy = Policy("inner", *functions)
 
     def one(params, key, problem):
@@ -109,11 +109,10 @@ def _candidate_runner(functions, env, horizon, num_runs):
         return jax.vmap(lambda pb, ks: jax.vmap(lambda k: one(params, k, pb))(ks))(
             problems, run_keys).mean(axis=1)                           # [N]
 
-    @jax.jit
     def run(thetas, problems, run_keys):
         return jax.vmap(per_candidate, in_axes=(0, None, None))(thetas, problems, run_keys)
 
-    return run
+    return bandit_jit(run, options)
 
 
 def evaluate_candidates(policy: Policy, env: Environment, horizon: int, thetas, problems,
@@ -125,7 +124,7 @@ def evaluate_candidates(policy: Policy, env: Environment, horizon: int, thetas, 
     n_problems = jax.tree_util.tree_leaves(problems)[0].shape[0]
     run_keys = jax.random.split(key, n_problems * num_runs).reshape(
         (n_problems, num_runs) + jax.random.split(key, 1).shape[1:])
-    run = _candidate_runner(policy.functions, env, horizon, int(num_runs))
+    run = _candidate_runner(policy.functions, env, horizon, int(num_runs), compile_options())
     n = jax.tree_util.tree_leaves(thetas)[0].shape[0]
     out = []
     for s in range(0, n, chunk):

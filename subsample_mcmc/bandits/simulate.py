@@ -21,6 +21,7 @@ reference and the benchmark baseline): both give identical trajectories for a ke
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from typing import Any, NamedTuple, Optional
 
@@ -31,7 +32,40 @@ import numpy as np
 from .base import Environment, Policy
 
 __all__ = ["EpisodeResult", "SimulationResult", "run_episode", "run_episode_loop",
-           "simulate", "episode_keys", "check_horizon", "play_round"]
+           "simulate", "episode_keys", "check_horizon", "play_round", "fast_compile",
+           "compile_options", "bandit_jit"]
+
+# XLA's cheapest compilation (LLVM -O0, no expensive passes): about 3x faster to compile
+# the scan programs here, several times slower to run.  For compile-dominated runs.
+FAST_COMPILE_OPTIONS = (("xla_backend_optimization_level", 0),
+                        ("xla_llvm_disable_expensive_passes", True))
+_COMPILE = {"options": None}
+
+
+@contextlib.contextmanager
+def fast_compile(enabled: bool = True):
+    """Within the block, the programs this package compiles (:func:`simulate`,
+    :func:`run_episode_loop`, the EDA's and the formula search's runners) use
+    :data:`FAST_COMPILE_OPTIONS`.  Results are the same computations; small runs (unit
+    tests, notebooks at CI size), whose time is mostly XLA compilation, get ~3x faster,
+    large runs slower.  Compiled programs are cached per setting."""
+    old = _COMPILE["options"]
+    _COMPILE["options"] = FAST_COMPILE_OPTIONS if enabled else None
+    try:
+        yield
+    finally:
+        _COMPILE["options"] = old
+
+
+def compile_options():
+    """The current compiler options (a hashable tuple of pairs, or None)."""
+    return _COMPILE["options"]
+
+
+def bandit_jit(fn, options=None):
+    """``jax.jit(fn)`` with ``options`` (from :func:`compile_options`) as XLA compiler
+    options."""
+    return jax.jit(fn, compiler_options=dict(options)) if options else jax.jit(fn)
 
 
 class EpisodeResult(NamedTuple):
@@ -139,22 +173,21 @@ def run_episode_loop(policy: Policy, env: Environment, horizon: int, params, key
 
 
 def _loop_step(policy, env):
-    return _loop_step_cached(policy.functions, env)
+    return _loop_step_cached(policy.functions, env, compile_options())
 
 
 @functools.lru_cache(maxsize=None)
-def _loop_step_cached(functions, env):
+def _loop_step_cached(functions, env, options=None):
     policy = Policy("inner", *functions)
 
-    @jax.jit
     def step(params, state, problem, k_run, t):
         return play_round(policy, env, params, state, problem, k_run, t)
 
-    return step
+    return bandit_jit(step, options)
 
 
 @functools.lru_cache(maxsize=None)
-def _batched(functions, env, horizon, curve, num_runs):
+def _batched(functions, env, horizon, curve, num_runs, options=None):
     policy = Policy("inner", *functions)
 
     def one(params, key, problem_key):
@@ -168,11 +201,10 @@ def _batched(functions, env, horizon, curve, num_runs):
         keys = jax.random.split(k_runs, num_runs)
         return jax.vmap(one, in_axes=(None, 0, None))(params, keys, k_problem)
 
-    @jax.jit
     def run(params, keys):
         return jax.vmap(per_problem, in_axes=(None, 0))(params, keys)
 
-    return run
+    return bandit_jit(run, options)
 
 
 def simulate(policy: Policy, env: Environment, horizon: int, key, num_problems: int = 1000,
@@ -202,7 +234,8 @@ def simulate(policy: Policy, env: Environment, horizon: int, key, num_problems: 
     if params is None:
         params = policy.default_params
     params = jax.tree_util.tree_map(lambda x: jnp.asarray(x, jnp.float32), params)
-    run = _batched(policy.functions, env, horizon, bool(curve), int(num_runs))
+    run = _batched(policy.functions, env, horizon, bool(curve), int(num_runs),
+                   compile_options())
     keys = jax.random.split(key, num_problems)
     chunk = num_problems if chunk_size is None else int(chunk_size)
     regrets, batches = [], []

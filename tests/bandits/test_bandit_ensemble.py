@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from subsample_mcmc.bandits import BanditSpec, run_episode, simulate
+from subsample_mcmc.bandits import BanditSpec, simulate
 from subsample_mcmc.bandits import ensemble as es
 from subsample_mcmc.bandits import environments as E
 from subsample_mcmc.bandits import thompson as th
@@ -110,8 +110,9 @@ def test_neural_agents_run_and_count():
     for policy in (es.neural_agent("ensemble", 3, hidden=4, prior_var=1.0),
                    es.neural_agent("dropout", hidden=4, dropout=0.5, prior_var=1.0),
                    es.neural_agent("eps_annealed", hidden=4, epsilon=10.0, prior_var=1.0)):
-        ep = run_episode(policy, env, 12, _f32(policy.default_params), jax.random.PRNGKey(1))
-        assert ep.arms.shape == (12,) and bool(jnp.all(ep.regret >= 0))
+        res = simulate(policy, env, 12, jax.random.PRNGKey(1), 2, curve=True)
+        assert res.curve.shape == (12,) and res.regret.shape == (2, 1)
+        assert np.all(np.diff(res.curve) >= -1e-5) and res.curve[0] >= 0   # regret_t >= 0
 
 
 def test_parameter_errors():

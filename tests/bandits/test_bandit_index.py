@@ -247,10 +247,10 @@ def test_cli_maes_json(capsys):
 
 def test_hyper_parameters_are_traced_one_compilation():
     # policies that differ only in params share one compiled program (what the EDA needs)
-    from subsample_mcmc.bandits.simulate import _batched
+    from subsample_mcmc.bandits.simulate import _batched, compile_options
 
     env = E.bernoulli(2)
     for c in (2.0, 0.17, 5.0):
         simulate(ix.ucb1(c), env, 17, jax.random.PRNGKey(0), 8)
-    run = _batched(ix.ucb1().functions, env, 17, False, 1)
+    run = _batched(ix.ucb1().functions, env, 17, False, 1, compile_options())
     assert run._cache_size() == 1

@@ -8,6 +8,7 @@ import pytest
 from subsample_mcmc.bandits import environments as E
 from subsample_mcmc.bandits import index as ix
 from subsample_mcmc.bandits import meta, run_episode, simulate
+from subsample_mcmc.bandits.simulate import fast_compile
 
 
 def test_power_features_are_the_monomials_of_eq8():
@@ -65,8 +66,9 @@ def test_learned_power1_beats_ucb1_tuned():
     (paper: 1.84 vs 2.28).  A short EDA (8 iterations, 5 runs per training problem)
     already does; the comparison uses paired test problems."""
     env = E.bernoulli(2)
-    res = meta.learn_policy(meta.power_policy(1), env, 100, jax.random.PRNGKey(0),
-                            num_problems=100, num_runs=5, iterations=8)
+    with fast_compile(False):     # execution-bound: 1,024 candidates x 500 episodes
+        res = meta.learn_policy(meta.power_policy(1), env, 100, jax.random.PRNGKey(0),
+                                num_problems=100, num_runs=5, iterations=8)
     key = jax.random.PRNGKey(123)
     learned = simulate(meta.power_policy(1, res.best_theta), env, 100, key, 4000)
     tuned = simulate(ix.ucb1_tuned(), env, 100, key, 4000)
