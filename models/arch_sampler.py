@@ -131,7 +131,7 @@ def make_arch_bins(data: ArchData, laplace: LaplaceFit, *, num_bins: int = 100, 
     side = max(1, int(round(math.sqrt(num_bins))))
     feats = []
     for j in range(len(data.orders)):
-        x = np.log1p(np.exp(laplace.mu[j])) * np.asarray(data.masks[j])
+        x = np.logaddexp(0.0, laplace.mu[j]) * np.asarray(data.masks[j])  # softplus, overflow-safe
         feats.append(x[0] + y[:, 1:] @ x[1:-1])
     s = np.stack(feats)  # [D, N] MAP variances
     log_s = np.log(s).mean(0)
@@ -468,12 +468,12 @@ class ArchOrderSampler:
             raise TypeError("data must be an ArchData; build it with models.arch.prepare(returns, orders)")
         if not (0.0 < float(delta) < 0.5):
             raise ValueError(f"delta must lie in (0, 0.5), got {delta}; e.g. delta=0.05")
+        if not (0.0 <= exact_fraction < 1.0):
+            raise ValueError(f"exact_fraction must lie in [0, 1), got {exact_fraction}")
         n = int(data.y.shape[0])
         n_race = n - int(math.floor(exact_fraction * n))
         if isinstance(first_batch, bool) or int(first_batch) != first_batch or not (2 <= first_batch <= n_race):
             raise ValueError(f"first_batch must be an integer in [2, {n_race}], got {first_batch!r}")
-        if not (0.0 <= exact_fraction < 1.0):
-            raise ValueError(f"exact_fraction must lie in [0, 1), got {exact_fraction}")
         if int(grad_batch_size) != grad_batch_size or grad_batch_size < 1:
             raise ValueError(f"grad_batch_size must be a positive integer, got {grad_batch_size!r}")
         if not (0.0 < target_accept < 1.0):
