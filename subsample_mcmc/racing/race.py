@@ -52,7 +52,7 @@ from .bounds import EBS_KAPPA
 from .permutation import index_stream
 from .schedule import doubling_schedule
 
-__all__ = ["RaceResult", "racing", "run_at_most_once"]
+__all__ = ["RaceResult", "racing", "run_at_most_once", "tail_guard", "pair_moments"]
 
 
 class RaceResult(NamedTuple):
@@ -99,6 +99,58 @@ class _State(NamedTuple):
     mean_level: jax.Array  # [D] mean of l_i - shift_i (marginal only)
     evaluations: jax.Array
     stages: jax.Array
+    centre: jax.Array  # [D] fixed centre of the power sums (first block's means)
+    power1: jax.Array  # [D] sum e_i,  e = d - centre (pairwise: differences; marginal: levels)
+    power2: jax.Array  # [D, D] sum e_a e_b (pairwise) or [D] sum e^2 (marginal)
+    power3: jax.Array  # [D, D] sum e_a^2 e_b (pairwise) or [D] sum e^3
+    power4: jax.Array  # [D, D] sum e_a^3 e_b (pairwise) or [D] sum e^4
+    power22: jax.Array  # [D, D] sum e_a^2 e_b^2 (pairwise) or [D] unused
+
+
+# Sugden, Smith & Jones (2000), "Cochran's rule for simple random sampling", JRSS-B 62:
+# the Normal approximation of a without-replacement sample mean is adequate once
+# n > 28 + 25 g1^2, with g1 the population skewness.
+SUGDEN_CONSTANT, SUGDEN_SKEW_FACTOR = 28.0, 25.0
+
+
+def pair_moments(count, sum1, sum2, sum3, sum4):
+    r"""Standardised skewness and kurtosis from power sums about a fixed centre.
+
+    With ``s_k = sum_n u_n^k`` over ``T`` points and ``m = s_1 / T``:
+    ``mu_2 = s_2/T - m^2``, ``mu_3 = s_3/T - 3 m s_2/T + 2 m^3``,
+    ``mu_4 = s_4/T - 4 m s_3/T + 6 m^2 s_2/T - 3 m^4``; returns
+    ``(mu_3 / mu_2^{3/2}, mu_4 / mu_2^2)`` (0 and 3 for a degenerate sample).
+    """
+    t = jnp.maximum(count, 1).astype(sum1.dtype)
+    m = sum1 / t
+    a2, a3, a4 = sum2 / t, sum3 / t, sum4 / t
+    mu2 = jnp.maximum(a2 - m * m, 0.0)
+    mu3 = a3 - 3.0 * m * a2 + 2.0 * m ** 3
+    mu4 = jnp.maximum(a4 - 4.0 * m * a3 + 6.0 * m * m * a2 - 3.0 * m ** 4, 0.0)
+    tiny = jnp.finfo(sum1.dtype).tiny ** 0.25
+    ok = mu2 > tiny * (1.0 + a2)
+    skew = jnp.where(ok, mu3 / jnp.maximum(mu2, tiny) ** 1.5, 0.0)
+    kurt = jnp.where(ok, mu4 / jnp.maximum(mu2, tiny) ** 2, 3.0)
+    return skew, kurt
+
+
+def tail_guard(count, skew, b):
+    r"""Heavy-tail guard of the Normal bound: ``(allowed, b_corrected)``.
+
+    * **Minimum sample** (Sugden, Smith & Jones 2000): a decision needs
+      ``T >= 28 + 25 g1^2``, with ``g1`` the sample skewness of the compared rewards
+      (differences of two arms), the rule for the Normal approximation of a mean
+      of a simple random sample without replacement.
+    * **Cornish-Fisher correction** (Hall 1983; Johnson 1978): the quantile of a
+      *studentised* mean of a population with skewness ``g1`` is
+      ``z + |g1| (2 z^2 + 1) / (6 sqrt(T)) + O(1/T)``; ``B`` is replaced by it,
+      taking the skewness in the direction that hurts.
+    """
+    t = jnp.maximum(count, 1).astype(skew.dtype)
+    g2 = skew * skew
+    allowed = t >= SUGDEN_CONSTANT + SUGDEN_SKEW_FACTOR * g2
+    b_corrected = b + jnp.abs(skew) * (2.0 * b * b + 1.0) / (6.0 * jnp.sqrt(t))
+    return allowed, b_corrected
 
 
 def _phases(population_size: int, first_batch: int, max_block: int, growth: int = 16):
@@ -129,6 +181,7 @@ def racing(
     variance: str,
     index_map: Optional[jax.Array] = None,
     max_block: int = 1 << 14,
+    guard_tails: bool = True,
 ) -> RaceResult:
     r"""Run Alg. 1 once.  Traceable; all keyword arguments are static.
 
@@ -146,6 +199,11 @@ def racing(
             population (used when some points are always read exactly).
         max_block: largest number of points evaluated at once; larger stages are
             read in chunks, so memory is O(D max_block) per race.
+        guard_tails: with ``bound="normal"``, apply :func:`tail_guard` to every
+            comparison (skewness of the compared rewards from their third and fourth
+            power sums): a decision waits for ``T >= 28 + 25 g1^2`` and ``B`` gets the
+            Cornish-Fisher correction.  Costs O(D^2) per point read (pairwise) or
+            O(D) (marginal), like the variance estimates.
     """
     n_pop, n_arms = int(population_size), int(num_arms)
     sizes = doubling_schedule(n_pop, first_batch)
@@ -155,11 +213,13 @@ def racing(
     arange = jnp.arange(n_arms)
     phases = _phases(n_pop, first_batch, max_block)
 
-    def bound_width(count, sd, crange):
+    guard = guard_tails and bound == "normal"
+
+    def bound_width(count, sd, crange, b=None):
         t = count.astype(sd.dtype)
         if bound == "normal":
             fpc = jnp.sqrt(jnp.maximum(1.0 - (t - 1.0) / (n_pop - 1), 0.0) / t)
-            width = sd * (fpc * bound_param)
+            width = sd * (fpc * (bound_param if b is None else b))
         else:  # empirical Bernstein-Serfling, Eq. 6 with rho_n
             rho = jnp.where(t <= n_pop / 2, 1.0 - (t - 1.0) / n_pop, (1.0 - t / n_pop) * (1.0 + 1.0 / t))
             width = sd * jnp.sqrt(2.0 * rho * bound_param / t) + EBS_KAPPA * crange * bound_param / t
@@ -201,8 +261,24 @@ def racing(
             l_second = jnp.sum(((levels - l_mean[:, None]) * w) ** 2, axis=1)
             mean_level = state.mean_level + l_delta * frac
             second = state.second + l_second + l_delta * l_delta * (n_a * frac)
+        powers = {}
+        if guard:
+            base = diffs if pairwise else block - state.shift[:, None]
+            e = (base - state.centre[:, None]) * w
+            e2 = e * e
+            powers["power1"] = state.power1 + jnp.sum(e, axis=1)
+            if pairwise:
+                powers["power2"] = state.power2 + e @ e.T
+                powers["power3"] = state.power3 + e2 @ e.T
+                powers["power4"] = state.power4 + (e2 * e) @ e.T
+                powers["power22"] = state.power22 + e2 @ e2.T
+            else:
+                powers["power2"] = state.power2 + jnp.sum(e2, axis=1)
+                powers["power3"] = state.power3 + jnp.sum(e2 * e, axis=1)
+                powers["power4"] = state.power4 + jnp.sum(e2 * e2, axis=1)
         evaluations = state.evaluations + m_int * jnp.sum(state.alive).astype(jnp.int32)
         return state._replace(
+            **powers,
             nonfinite=state.nonfinite | ~finite,
             count=count_after.astype(jnp.int32),
             mean_diff=mean_diff,
@@ -218,14 +294,32 @@ def racing(
         leader = jnp.argmax(jnp.where(state.alive, mu, -jnp.inf)).astype(jnp.int32)
         gap = mu[leader] - mu
         t = jnp.maximum(count, 1).astype(mu.dtype)
+        allowed = jnp.ones((n_arms,), bool)
+        b = None
+        if guard:
+            if pairwise:  # moments of u = e_leader - e_i from the power sums
+                x = leader
+                p2, p3, p4, q = state.power2, state.power3, state.power4, state.power22
+                d2, d3, d4 = jnp.diagonal(p2), jnp.diagonal(p3), jnp.diagonal(p4)
+                s1 = state.power1[x] - state.power1
+                s2 = d2[x] - 2.0 * p2[x] + d2
+                s3 = d3[x] - 3.0 * p3[x] + 3.0 * p3[:, x] - d3
+                s4 = d4[x] - 4.0 * p4[x] + 6.0 * q[x] - 4.0 * p4[:, x] + d4
+                skew, _ = pair_moments(count, s1, s2, s3, s4)
+            else:  # each arm's own skewness; a comparison takes the worse of the two
+                skew_arm, _ = pair_moments(count, state.power1, state.power2, state.power3, state.power4)
+                skew = jnp.maximum(jnp.abs(skew_arm), jnp.abs(skew_arm[leader]))
+            allowed, b = tail_guard(count, skew, bound_param)
         if pairwise:
             sec = state.second
             var = (sec[leader, leader] + jnp.diagonal(sec) - 2.0 * sec[leader]) / t
-            width = bound_width(count, jnp.sqrt(jnp.maximum(var, 0.0)), reward_range[leader] + reward_range)
+            width = bound_width(count, jnp.sqrt(jnp.maximum(var, 0.0)), reward_range[leader] + reward_range, b)
         else:
-            w = bound_width(count, jnp.sqrt(jnp.maximum(state.second, 0.0) / t), reward_range)
-            width = w[leader] + w
-        eliminated = (gap > width) & (arange != leader)
+            b_pair = None if b is None else b
+            sd_arm = jnp.sqrt(jnp.maximum(state.second, 0.0) / t)
+            width = bound_width(count, sd_arm, reward_range, b_pair) + bound_width(
+                count, sd_arm[leader], reward_range[leader], b_pair)
+        eliminated = (gap > width) & allowed & (arange != leader)
         eliminated = eliminated | ((count >= n_pop) & (arange != leader))
         alive = state.alive & ~eliminated
         finished = jnp.sum(alive) == 1
@@ -258,6 +352,9 @@ def racing(
     ref = jnp.argmax(jnp.sum((first_clean - shift[:, None]) * w0, axis=1) / jnp.sum(w0) + shift + arm_offset)
     dtype = first_clean.dtype
     zeros = jnp.zeros((n_arms,), dtype)
+    base0 = first_clean - first_clean[ref] if pairwise else first_clean - shift[:, None]
+    centre = jnp.sum(base0 * w0, axis=1) / jnp.maximum(jnp.sum(w0), 1.0)
+    mat = jnp.zeros((n_arms, n_arms) if (pairwise and guard_tails and bound == "normal") else (n_arms,), dtype)
     state = _State(
         done=jnp.array(False),
         nonfinite=~finite0,
@@ -271,6 +368,12 @@ def racing(
         mean_level=zeros,
         evaluations=jnp.array(0, jnp.int32),
         stages=jnp.array(0, jnp.int32),
+        centre=centre,
+        power1=zeros,
+        power2=mat,
+        power3=mat,
+        power4=mat,
+        power22=mat,
     )
     state = absorb(state, first, valid0)
     state = jax.tree.map(lambda a, b: jnp.where(state.count == schedule[0], a, b), decide(state), state)
