@@ -74,10 +74,11 @@ def clopper_pearson(errors: int, trials: int, level: float = 0.95) -> tuple[floa
 
 
 @functools.lru_cache(maxsize=64)
-def _compiled_runner(method, variance, num_arms, population_size, first_batch, batch_size):
+def _compiled_runner(method, variance, num_arms, population_size, first_batch, batch_size,
+                     heavy_tail_guard=True):
     """One jitted runner per static configuration: data and delta are arguments,
     so sweeping problems and error levels does not recompile."""
-    options = dict(method=method, variance=variance)
+    options = dict(method=method, variance=variance, heavy_tail_guard=heavy_tail_guard)
     if first_batch is not None:
         options["first_batch"] = first_batch
 
@@ -103,6 +104,7 @@ def run_setting(
     seed: int = 0,
     batch_size: int | None = 64,
     first_batch: int | None = None,
+    heavy_tail_guard: bool = True,
 ) -> dict:
     """Run ``num_races`` independent races on ``problem``; return errors and cost.
 
@@ -120,7 +122,7 @@ def run_setting(
     ranges = jnp.max(rewards, 1) - jnp.min(rewards, 1)
     keys = jax.random.split(jax.random.PRNGKey(seed), num_races)
     bs = None if batch_size is None else min(batch_size, num_races)
-    run = _compiled_runner(method, variance, d, n, first_batch, bs)
+    run = _compiled_runner(method, variance, d, n, first_batch, bs, bool(heavy_tail_guard))
     t0 = time.perf_counter()
     arms, evals, gumbel = jax.block_until_ready(run(keys, rewards, ranges, jnp.float32(delta)))
     seconds = time.perf_counter() - t0
@@ -131,6 +133,7 @@ def run_setting(
         method=method, variance=variance, delta=delta, num_arms=d, population_size=n,
         distribution=problem.distribution, sigma=problem.sigma, races=num_races,
         errors=errors, error_rate=errors / num_races, error_ci=(lo, hi),
+        heavy_tail_guard=bool(heavy_tail_guard),
         fraction_read=float(np.mean(np.asarray(evals)) / (n * d)),
         seconds=seconds,
     )

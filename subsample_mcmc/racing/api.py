@@ -42,7 +42,7 @@ def _is_tracer(x) -> bool:
 
 def _core(key, rewards, arm_offset, bound_param, ranges, control_variate, *, reward_fn, config):
     _TRACES["count"] += 1
-    (method, variance, n_arms, n_total, first_batch, lil) = config
+    (method, variance, n_arms, n_total, first_batch, lil, guard) = config
     if reward_fn is None:
 
         def block_fn(idx):
@@ -99,7 +99,7 @@ def _core(key, rewards, arm_offset, bound_param, ranges, control_variate, *, rew
             key, block_fn, offsets, bound_param, ranges, num_arms=n_arms,
             population_size=n_race, first_batch=first_batch,
             bound="ebs" if method == "ebs" else "normal", variance=variance,
-            index_map=index_map,
+            index_map=index_map, guard_tails=guard,
         )
     bad = result.nonfinite | ~exact_ok
     return result._replace(
@@ -135,6 +135,7 @@ def best_arm(
     normal_event: str = "one_sided",
     lil_ucb_setting: str = "heuristic",
     check_finite: bool = True,
+    heavy_tail_guard: bool = True,
 ) -> RaceResult:
     r"""Identify ``argmax_i mu_i`` from a fraction of the rewards, with error <= ``delta``.
 
@@ -182,6 +183,18 @@ def best_arm(
             :func:`b_normal`): ``"one_sided"`` (Eq. 5, default) or ``"two_sided"``
             (reproduces Table 1 of the paper).
         lil_ucb_setting: ``"heuristic"`` or ``"theory"`` (Jamieson et al. 2014).
+        heavy_tail_guard: for the Normal methods, keep the error promise when the
+            compared rewards are skewed or heavy-tailed (log-likelihood differences on
+            heavy-tailed data): a comparison may eliminate an arm only once
+            ``T >= 28 + 25 g1^2`` points are read (Sugden, Smith & Jones 2000, the
+            rule for a without-replacement sample mean) and ``B`` gets the
+            Cornish-Fisher correction ``|g1| (2B^2 + 1) / (6 sqrt(T))`` of the
+            studentised mean (Hall 1983), ``g1`` being the sample skewness of the
+            pair's reward differences (:func:`~subsample_mcmc.racing.race.tail_guard`).
+            On by default; ``False`` is the paper's plain Racing-Normal.  A population
+            whose tail is so rare that the sample never shows it (one huge reward in
+            N) cannot be guarded by any sampling rule: read such points exactly
+            (a control variate's ``exact_indices``).
         check_finite: scan a concrete reward array for NaN/inf before racing (one
             O(N D) NumPy pass; skipped for traced arrays, e.g. inside ``jit``).
             Rewards the race reads are always checked.
@@ -330,7 +343,7 @@ def best_arm(
         param = math.log(5.0 * (stages_total - 1) / (delta / d_prime))
     bound_param = jnp.asarray(param, jnp.float32)
 
-    config = (method, variance, n_arms, n_total, m1, lil)
+    config = (method, variance, n_arms, n_total, m1, lil, bool(heavy_tail_guard))
     result = _core_jit(
         key, reward_array, offsets, bound_param, ranges, control_variate,
         reward_fn=reward_fn, config=config,
