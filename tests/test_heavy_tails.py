@@ -87,13 +87,22 @@ def test_pair_moments_match_scipy():
 
 
 def test_tail_guard_rule():
-    """Sugden et al.'s n >= 28 + 25 g1^2; B grows with |g1| and shrinks to B as T grows."""
-    b = jnp.float32(3.0)
-    allowed, b_small = tail_guard(jnp.asarray(100), jnp.float32(2.0), b)
+    """Sugden et al.'s n >= 28 + 25 g1^2 (with excess kurtosis in place of g1^2 when larger); B grows with |g1| and with excess kurtosis, and
+    tends to B as T grows; light tails leave B unchanged."""
+    b, n = jnp.float32(3.0), 1_000_000
+    allowed, b_small = tail_guard(jnp.asarray(100), jnp.float32(2.0), jnp.float32(3.0), b, n)
     assert not bool(allowed)  # 28 + 25 * 4 = 128 > 100
-    allowed, _ = tail_guard(jnp.asarray(128), jnp.float32(2.0), b)
+    allowed, _ = tail_guard(jnp.asarray(128), jnp.float32(2.0), jnp.float32(3.0), b, n)
     assert bool(allowed)
-    _, b0 = tail_guard(jnp.asarray(100), jnp.float32(0.0), b)
-    assert float(b0) == 3.0
-    _, b_large = tail_guard(jnp.asarray(10_000), jnp.float32(2.0), b)
+    for kurt in (1.8, 3.0):  # uniform, normal
+        _, b0 = tail_guard(jnp.asarray(100), jnp.float32(0.0), jnp.float32(kurt), b, n)
+        assert float(b0) == 3.0
+    _, b_kurt = tail_guard(jnp.asarray(100), jnp.float32(0.0), jnp.float32(30.0), b, n)
+    assert float(b_kurt) > 3.0
+    allowed, _ = tail_guard(jnp.asarray(100), jnp.float32(0.0), jnp.float32(10.0), b, n)
+    assert not bool(allowed)  # 28 + 25 * 7 > 100
+    _, b_large = tail_guard(jnp.asarray(10_000), jnp.float32(2.0), jnp.float32(3.0), b, n)
     assert 3.0 < float(b_large) < float(b_small)
+    # without replacement, the unread N - T points dominate near the end: wider again
+    _, b_end = tail_guard(jnp.asarray(n - 100), jnp.float32(2.0), jnp.float32(3.0), b, n)
+    assert float(b_end) > float(b_large)

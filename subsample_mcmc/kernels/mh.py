@@ -42,7 +42,7 @@ class MHInfo(NamedTuple):
     """What a person wants to see about one MH step."""
 
     accepted: jax.Array
-    num_likelihood_evals: jax.Array  # per-datum log-likelihood evaluations (both arms)
+    num_likelihood_evals: jax.Array  # everything the step computed, in likelihood-evaluation units
     race_stage: jax.Array
     log_accept_ratio_prior: jax.Array  # the non-data part of the log MH ratio
     nonfinite: jax.Array
@@ -139,6 +139,8 @@ def racing_mh_step(
     grad_batch_size: int = 100,
     proxy: Optional[TaylorProxy] = None,
     control_variate_fn: Optional[Callable] = None,
+    point_cost: float = 1.0,
+    gradient_point_cost: float = 1.0,
     **race_options,
 ):
     r"""One racing MH transition (a BlackJAX-style pure step) on a flat position.
@@ -156,6 +158,16 @@ def racing_mh_step(
             estimate ``grad [log p + sum_n h_n] + (N/b) sum_batch grad (l_n - h_n)``).
         control_variate_fn: optional ``(x, x') -> TaylorControlVariate``: the data-space
             control variate (Eq. 11) of the two arms, passed to the race.
+        point_cost: cost of one arm's reward at one datum in likelihood-evaluation
+            units (a proxy residual ``l_n - h_n`` costs several:
+            :func:`~subsample_mcmc.kernels.cost.evaluation_equivalents`).
+        gradient_point_cost: cost of one datum's term of the mini-batch gradient.
+
+    ``MHInfo.num_likelihood_evals`` counts what the step computed: both arms at every
+    point the race computed (``RaceResult.num_points_computed``: the masked tail of
+    the last fixed-size chunk and exactly-read points included) times
+    ``point_cost``, plus the two mini-batch gradients of a Langevin proposal
+    (``2 b gradient_point_cost``), rounded to an integer.
 
     Returns:
         ``(new_position, MHInfo)``.
@@ -169,14 +181,12 @@ def racing_mh_step(
 
         def known(x):
             return log_prior_fn(x)
-        evals_per_point = 1
     else:
         def residual(x, idx):
             return log_likelihood_fn(x, idx) - proxy_per_datum(log_likelihood_fn, proxy, x, idx)
 
         def known(x):
             return log_prior_fn(x) + proxy_sum(proxy, x)
-        evals_per_point = 1
 
     if proposal == "random_walk":
         new, log_fwd, log_bwd = gaussian_random_walk(key_prop, position, step_size, inverse_mass_diag)
@@ -207,7 +217,8 @@ def racing_mh_step(
     out = jax.tree.map(lambda a, b: jnp.where(accept, b, a), position, new)
     info = MHInfo(
         accepted=accept,
-        num_likelihood_evals=race.num_evaluations * evals_per_point + grad_evals,
+        num_likelihood_evals=jnp.round(2.0 * race.num_points_computed * point_cost
+                                       + grad_evals * gradient_point_cost).astype(jnp.int32),
         race_stage=race.num_stages,
         log_accept_ratio_prior=lp_new + log_bwd - lp_cur - log_fwd,
         nonfinite=race.nonfinite,

@@ -105,6 +105,8 @@ def _core(key, rewards, arm_offset, bound_param, ranges, control_variate, *, rew
     return result._replace(
         arm=jnp.where(bad, -1, result.arm).astype(jnp.int32),
         num_evaluations=result.num_evaluations + extra_evals,
+        num_points_read=result.num_points_read + (n_total - n_race),
+        num_points_computed=result.num_points_computed + (n_total - n_race),
         nonfinite=bad,
     )
 

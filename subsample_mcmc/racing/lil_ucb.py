@@ -171,4 +171,5 @@ def lil_ucb(
         num_stages=final.iterations,
         num_points_read=jnp.max(final.pulls).astype(jnp.int32),
         nonfinite=final.nonfinite,
+        num_points_computed=total,  # a reward function evaluates every arm at each pull
     )
