@@ -10,8 +10,11 @@ most ``delta``.
 
 Warmup (``num_warmup`` steps of ``numpyro.infer.MCMC``):
 
-* the start is a MAP estimate found by Adam on mini-batches (``init_strategy="map"``,
-  cost independent of N) unless ``init_params`` are given;
+* the start is a checked posterior mode (``init_strategy="map"``): ``num_restarts``
+  mini-batch Adam ascents from NumPyro-style initial points, the best by the full-data
+  log posterior, a safeguarded full-data Newton polish, a warning when the restarts end
+  at modes of different height or the polished point is not a mode; or a draw from the
+  prior (``init_strategy="prior"``); or ``init_params``;
 * the step size follows dual averaging (Hoffman & Gelman 2014, NumPyro's
   ``dual_averaging``) toward ``target_accept_prob``, driven by the accept indicator;
 * a diagonal inverse mass matrix is initialised from the curvature at the start (the
@@ -29,22 +32,25 @@ and ``az.from_numpyro`` puts them in ``sample_stats``.
 from __future__ import annotations
 
 import copy
+import warnings
 from typing import NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 from jax.flatten_util import ravel_pytree
+from numpyro import handlers
 from numpyro.infer.hmc_util import dual_averaging, welford_covariance
+from numpyro.infer.initialization import init_to_mean, init_to_sample, init_to_uniform
 from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import is_prng_key
 
 from ..kernels.mh import racing_mh_step
+from ..kernels.optimize import adam_ascent, adam_schedule, last_finite, log_density_sum, newton_ascent
 from ..kernels.proxy import TaylorProxy, taylor_proxy
 from ..racing import METHODS
 from .control import DataSpaceControlVariate
-from .model import ModelSubsampler
+from .model import ModelSubsampler, PlateIndices
 
 __all__ = ["RacingMH", "RacingMHState"]
 
@@ -65,6 +71,8 @@ class RacingMHState(NamedTuple):
 
 
 _DA_INIT, _DA_UPDATE = dual_averaging()
+_MAX_DRAWS = 100  # initial draws per restart until finite, as NumPyro's find_valid_initial_params
+_MODE_TOL = 1.0  # restarts within this many log-posterior units per parameter count as the same mode
 _WF_INIT, _WF_UPDATE, _WF_FINAL = welford_covariance(diagonal=True)
 
 
@@ -84,9 +92,49 @@ class RacingMH(MCMCKernel):
             :func:`~subsample_mcmc.racing.best_arm`).
         grad_batch_size: mini-batch size of the Langevin gradient and of the MAP search.
         data_plate: name of the data plate when the model has several candidates.
-        init_strategy: ``"map"`` (mini-batch Adam, default) or ``"prior"`` (a draw from
-            the prior, unconstrained); ignored when ``init_params`` are given to ``run``.
-        map_steps: Adam steps of the MAP search.
+        init_strategy: where a chain starts when ``run`` gets no ``init_params``:
+
+            * ``"map"`` (default): the mode search below; the chain starts at the mode.
+            * ``"prior"``: a draw from the prior (NumPyro's ``init_to_sample``), drawn
+              again (up to 100 times, one full-data pass each) until the full-data log
+              posterior is finite.  No optimisation moves the start; with
+              ``control_variate="taylor"`` the proxy is still expanded around the mode
+              found by the search below (its cost is paid as with ``"map"``).
+
+            Mode search (``"map"``, and the Taylor proxy's reference point):
+            ``num_restarts`` initial points -- restart 0 at the prior mean (NumPyro's
+            ``init_to_mean``), the others drawn uniformly in (-2, 2) in the
+            unconstrained space (``init_to_uniform``) -- each drawn again (up to 100
+            rounds) until its full-data log posterior is finite; from each, mini-batch
+            Adam (``map_steps`` steps at rate 0.05, then ``map_steps`` at a rate decaying
+            from 0.01 to 1e-4; restarts vmapped); an ascent that ends where the
+            full-data log posterior is not finite (mini-batches cannot see a
+            data-dependent support such as ``Uniform(0, theta)``) is moved back along its
+            path to the last finite point; the restart with the highest full-data log
+            posterior is polished by at most ``newton_steps`` Newton steps, each
+            accepted only where the full-data log posterior is finite and higher
+            (backtracking, then bisection up to a support boundary when the longer step
+            left the support).  At the polished point the full-data gradient ``g`` is
+            checked against the Hessian ``H`` (Newton decrement ``g'(-H)^-1 g``).
+
+            Reported: a ``UserWarning`` when restarts ended at lower modes (full-data
+            log posterior lower by more than one unit per parameter, and higher than the
+            best mode's quadratic bowl predicts at their distance, so not merely
+            unconverged: the posterior is multimodal and a higher mode may have been
+            missed), or when the polished point is not a mode (decrement above 1, not on
+            a support boundary); a ``ValueError`` naming the non-finite term (a latent
+            value, a prior or Jacobian term, or an observed site at a data index) when
+            the start's log posterior is not finite.  The remedy named in both: more
+            restarts, or ``init_params`` (e.g. a draw from a short NUTS run on a subset
+            of the data).  With ``init_params`` none of this runs: the chain starts
+            there and the Taylor proxy is expanded there.
+        num_restarts: initial points of the mode search (default 32).  Cost, per
+            chain: ``num_restarts x 2 map_steps x grad_batch_size`` per-datum gradient
+            evaluations (independent of N; 32 x 1000 x 256 by default) and
+            ``num_restarts`` per-datum log-likelihood evaluations (one full-data pass of
+            all restarts together) for the selection, plus one such pass per redraw
+            round when initial points had a non-finite log posterior.
+        map_steps: Adam steps per phase (constant rate, then decaying) of each restart.
         reward_range: passed to the race (needed by ``"ebs"`` and ``"lil_ucb"``).
         control_variate: ``"taylor"`` (default): a second-order parameter-space Taylor
             proxy around the MAP (:mod:`subsample_mcmc.kernels.proxy`, as NumPyro's
@@ -96,7 +144,9 @@ class RacingMH(MCMCKernel):
             expansion (Eq. 11).  ``None``: race the raw log-likelihoods (then prefer a
             small ``delta``, e.g. 0.01: near-threshold MH decisions err at rate up to
             ``delta`` and a random walk makes many of them).
-        newton_steps: full-data Newton steps polishing the MAP before the proxy is built.
+        newton_steps: at most this many full-data Newton steps polish the best restart
+            (each: one gradient-and-Hessian pass over the data and usually one
+            log-likelihood pass; it stops early once the Newton decrement is below 1e-3).
 
     Example:
         >>> import jax, jax.numpy as jnp, numpyro, numpyro.distributions as dist
@@ -133,7 +183,8 @@ class RacingMH(MCMCKernel):
         map_steps: int = 500,
         reward_range=None,
         control_variate: Optional[str] = "taylor",
-        newton_steps: int = 2,
+        newton_steps: int = 4,
+        num_restarts: int = 32,
     ):
         if proposal not in ("random_walk", "langevin"):
             raise ValueError(f"proposal must be 'random_walk' or 'langevin', got {proposal!r}")
@@ -147,6 +198,8 @@ class RacingMH(MCMCKernel):
             )
         if init_strategy not in ("map", "prior"):
             raise ValueError(f"init_strategy must be 'map' or 'prior', got {init_strategy!r}")
+        if int(num_restarts) < 1:
+            raise ValueError(f"num_restarts must be >= 1, got {num_restarts}")
         if step_size is not None and not step_size > 0:
             raise ValueError(f"step_size must be > 0, got {step_size}")
         if target_accept_prob is not None and not (0.0 < target_accept_prob < 1.0):
@@ -170,6 +223,7 @@ class RacingMH(MCMCKernel):
         self.map_steps = int(map_steps)
         self.control_variate = control_variate
         self.newton_steps = int(newton_steps)
+        self.num_restarts = int(num_restarts)
         self._subsampler: Optional[ModelSubsampler] = None
         self._num_warmup = 0
         self._unravel = None
@@ -237,67 +291,94 @@ class RacingMH(MCMCKernel):
     # -- MCMCKernel API -------------------------------------------------------------------
     def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
         model_kwargs = {} if model_kwargs is None else model_kwargs
-        ms = self._setup(model_args, model_kwargs)
+        self._setup(model_args, model_kwargs)
         self._num_warmup = int(num_warmup)
         self._vectorized = not is_prng_key(rng_key)
+        source = self._start_source(init_params)
         if not self._vectorized:
-            state = self._init_one(rng_key, init_params, model_args, model_kwargs)
-            self._check_initial_point(ravel_pytree(state.z)[0], model_args, model_kwargs)
+            state, report = self._init_one(rng_key, init_params, model_args, model_kwargs, report=True)
+            self._check_chains(ravel_pytree(state.z)[0][None], [report], model_args, model_kwargs, source)
             return state
         # chain_method="vectorized": one state per key, the step is vmapped in `sample`
         init_axis = None if init_params is None else 0
-        states = jax.vmap(lambda k, p: self._init_one(k, p, model_args, model_kwargs),
-                          in_axes=(0, init_axis))(rng_key, init_params)
-        for c in range(rng_key.shape[0]):
-            self._check_initial_point(ravel_pytree(jax.tree.map(lambda v: v[c], states.z))[0],
-                                      model_args, model_kwargs)
+        states, reports = jax.vmap(lambda k, p: self._init_one(k, p, model_args, model_kwargs, report=True),
+                                   in_axes=(0, init_axis))(rng_key, init_params)
+        flats = jax.vmap(lambda z: ravel_pytree(z)[0])(states.z)
+        per_chain = [None if reports is None else jax.tree.map(lambda v, c=c: v[c], reports)
+                     for c in range(rng_key.shape[0])]
+        self._check_chains(flats, per_chain, model_args, model_kwargs, source, vectorized=True)
         return states
 
-    def _init_one(self, rng_key, init_params, model_args, model_kwargs):
+    def _check_chains(self, flats, reports, model_args, model_kwargs, source, vectorized=False):
+        """One full-data pass over all chains' starts; the term-by-term diagnosis only
+        for a chain whose log posterior is not finite; then the search reports."""
+        if isinstance(flats, jax.core.Tracer):
+            return  # inside another kernel's vmap: the race flags non-finite values at run time
+        values, _ = self._full_log_posterior(model_args, model_kwargs)
+        ms = self._subsampler
+
+        def finite_latents(flat):  # XLA may fold log(exp(u)) = u: check the values too
+            leaves = jax.tree.leaves(ms.constrain(self._unravel(flat)))
+            return jnp.all(jnp.stack([jnp.all(jnp.isfinite(v)) for v in leaves]))
+
+        f, ok = jax.jit(lambda x: (values(x), jax.vmap(finite_latents)(x)))(flats)
+        f, ok = np.asarray(f), np.asarray(ok)
+        for c in range(flats.shape[0]):
+            chain = c if vectorized else None
+            if not (np.isfinite(f[c]) and ok[c]):
+                self._check_initial_point(flats[c], model_args, model_kwargs, source, chain)
+                raise ValueError(f"the log posterior is {f[c]} at the start{'' if chain is None else f' of chain {c}'} "
+                                 f"({source}); pass init_params (e.g. a draw from a short NUTS run on a subset of "
+                                 "the data)")
+            self._check_search(reports[c], model_args, model_kwargs, chain)
+
+    def _start_source(self, init_params):
+        if init_params is not None:
+            return "init_params"
+        if self.init_strategy == "prior":
+            return f"init_strategy='prior', up to {_MAX_DRAWS} prior draws"
+        return (f"init_strategy='map': the best of {self.num_restarts} restarts, each drawn up to "
+                f"{_MAX_DRAWS} times until finite")
+
+    def _init_one(self, rng_key, init_params, model_args, model_kwargs, report=False):
+        """One chain's initial state; with ``report``, also the mode search's diagnostics
+        (``None`` when no search ran).  Traceable (vmapped over chains)."""
         ms = self._subsampler
         key_init, key_map, key_state = jax.random.split(rng_key, 3)
         if init_params is None:
-            proto = ms.prototype_trace
-            prior = {k: proto[k]["value"] for k in ms.continuous_sites}
-            unc = ms.unconstrain(prior)
-            keys = jax.random.split(key_init, len(unc))
-            z = {k: jax.random.uniform(kk, jnp.shape(v), minval=-2.0, maxval=2.0)
-                 for (k, v), kk in zip(unc.items(), keys)}
+            proto = {k: ms.prototype_trace[k]["value"] for k in ms.continuous_sites}
+            flat, unravel = ravel_pytree(ms.unconstrain(proto))
         else:
-            z = {k: jnp.asarray(init_params[k]) for k in ms.continuous_sites}
-        flat, unravel = ravel_pytree(z)
+            flat, unravel = ravel_pytree({k: jnp.asarray(init_params[k]) for k in ms.continuous_sites})
         self._unravel = unravel
-        objective = self._minibatch_objective(model_args, model_kwargs)
-        if init_params is None and self.init_strategy == "map":
-            flat = _adam_map(objective, flat, key_map, self.map_steps)
-        proxy = None
         lp = self._log_prior_fn(model_args, model_kwargs)
-        if self.control_variate == "taylor":
+        search = None
+        if init_params is None and (self.init_strategy == "map" or self.control_variate == "taylor"):
+            search = jax.jit(lambda k: self._mode_search(k, model_args, model_kwargs))(key_map)
+        if init_params is None:
+            if self.init_strategy == "map":
+                flat = search["mode"]
+            else:  # a prior draw, redrawn until the full-data log posterior is finite
+                flat = jax.jit(lambda k: self._finite_draws(
+                    k, None, init_to_sample, 1, model_args, model_kwargs)[0][0])(key_init)
+        proxy = None
+        if search is not None:  # proxy and curvature at the searched mode
+            proxy = search["proxy"] if self.control_variate == "taylor" else None
+            curvature = _curvature(search)
+        elif self.control_variate == "taylor":  # at init_params
             ll = self._log_lik_fn(model_args, model_kwargs)
-            build = jax.jit(lambda x: taylor_proxy(ll, x, ms.size))
-
-            @jax.jit
-            def newton(x):
-                prx = taylor_proxy(ll, x, ms.size)
-                grad = prx.grad_sum + jax.grad(lp)(x)
-                hess = prx.hess_sum + jax.hessian(lp)(x)
-                step_newton = jnp.linalg.solve(hess, grad)
-                ok = jnp.all(jnp.isfinite(step_newton)) & jnp.all(jnp.linalg.eigvalsh(hess) < 0)
-                return jnp.where(ok, x - step_newton, x)
-
-            for _ in range(self.newton_steps if init_params is None else 0):
-                flat = newton(flat)
-            proxy = build(flat)
-            curvature = jnp.diagonal(proxy.hess_sum + jax.jit(jax.hessian(lp))(flat))
+            proxy = jax.jit(lambda x: taylor_proxy(ll, x, ms.size))(flat)
+            curvature = jnp.diagonal(proxy.hess_sum + jax.jit(jax.hessian(lp))(proxy.reference))
         else:
-            # diagonal of the mini-batch Hessian, scaled to N
+            # diagonal of the mini-batch Hessian at the start, scaled to N
+            objective = self._minibatch_objective(model_args, model_kwargs)
             curvature = jnp.diagonal(jax.jit(jax.hessian(objective))(flat, key_map))
         inv_mass = jnp.where(curvature < 0, 1.0 / jnp.maximum(-curvature, 1e-10), 1.0)
         inv_mass = jnp.clip(inv_mass, 1e-12, 1e6)
         d = flat.shape[0]
         step = self._step_size or (2.38 / np.sqrt(d) if self.proposal == "random_walk" else 1.0 * d ** (-1 / 6))
         step = jnp.asarray(step, flat.dtype)
-        return RacingMHState(
+        state = RacingMHState(
             i=jnp.array(0),
             z=unravel(flat),
             step_size=step,
@@ -311,33 +392,225 @@ class RacingMH(MCMCKernel):
             proxy=proxy,
             rng_key=key_state,
         )
+        if not report:
+            return state
+        if search is not None:
+            search = {k: v for k, v in search.items() if k not in ("proxy", "hessian", "gradient")}
+        return state, search
 
-    def _check_initial_point(self, flat, model_args, model_kwargs):
-        if isinstance(flat, jax.core.Tracer):
-            return  # vectorised chains: checked at run time by the race (nonfinite flag)
+    # -- the start: NumPyro initial points, mini-batch restarts, full-data check --------------
+    def _draw(self, key, init_fn, model_args, model_kwargs):
+        """A flat unconstrained point from a NumPyro init strategy (``init_to_uniform``,
+        ``init_to_median``, ``init_to_sample``), the model run on one datum (O(1) in N)."""
         ms = self._subsampler
-        values = ms.constrain(self._unravel(flat))
-        lp = jax.jit(self._log_prior_fn(model_args, model_kwargs))(flat)
-        if not np.isfinite(float(lp)):
-            raise ValueError(f"the log prior (sites {list(ms.latent_sites)}) is not finite at the initial point")
+        idx = np.zeros((1,), np.int32)
+        args, kwargs = ms._slice(idx, model_args, dict(model_kwargs))
+        model = handlers.substitute(handlers.seed(ms.model, key), substitute_fn=init_fn)
+        model = PlateIndices(model, name=ms.plate, indices=jnp.asarray(idx), size=ms.size)
+        tr = handlers.trace(model).get_trace(*args, **kwargs)
+        return ravel_pytree(ms.unconstrain({k: tr[k]["value"] for k in ms.continuous_sites}))[0]
+
+    def _full_log_posterior(self, model_args, model_kwargs):
+        lp, ll = self._log_prior_fn(model_args, model_kwargs), self._log_lik_fn(model_args, model_kwargs)
+        n = self._subsampler.size
+
+        def values(points):
+            return log_density_sum(lp, ll, points, n)
+
+        return values, lambda x: values(x[None])[0]
+
+    def _finite_draws(self, key, first_fn, rest_fn, count, model_args, model_kwargs):
+        """``count`` points from ``rest_fn`` (the first of them, in the first round, from
+        ``first_fn`` when given), each drawn again (at most ``_MAX_DRAWS`` rounds, one
+        full-data pass of the ``count`` points per round) until its full-data log
+        posterior is finite.  Returns ``(points [count, p], values [count], rounds)``."""
+        values, _ = self._full_log_posterior(model_args, model_kwargs)
+
+        def draw_all(k, first_round):
+            k0, k1 = jax.random.split(k)
+            pts = jax.vmap(lambda kk: self._draw(kk, rest_fn, model_args, model_kwargs))(jax.random.split(k1, count))
+            if first_fn is not None:
+                first = jax.lax.cond(first_round, lambda: self._draw(k0, first_fn, model_args, model_kwargs),
+                                     lambda: pts[0])
+                pts = pts.at[0].set(first)
+            return pts
+
+        def cond(c):
+            return jnp.any(~jnp.isfinite(c[1])) & (c[3] < _MAX_DRAWS)
+
+        def body(c):
+            pts, vals, key, r = c
+            key, sub = jax.random.split(key)
+            new = draw_all(sub, r == 0)
+            new_vals = values(new)
+            redo = ~jnp.isfinite(vals)
+            return (jnp.where(redo[:, None], new, pts), jnp.where(redo, new_vals, vals), key, r + 1)
+
+        shape = jax.eval_shape(lambda k: draw_all(k, True), key)
+        init = (jnp.zeros(shape.shape, shape.dtype), jnp.full((count,), -jnp.inf, shape.dtype), key,
+                jnp.zeros((), jnp.int32))
+        pts, vals, _, rounds = jax.lax.while_loop(cond, body, init)
+        return pts, vals, rounds
+
+    def _mode_search(self, key, model_args, model_kwargs):
+        """Restarts (vmapped mini-batch Adam), the best by the full-data log posterior,
+        safeguarded Newton, gradient/curvature check.  Traceable; one compilation."""
+        ms = self._subsampler
+        r = self.num_restarts
+        n = ms.size
+        lp, ll = self._log_prior_fn(model_args, model_kwargs), self._log_lik_fn(model_args, model_kwargs)
+        values, value = self._full_log_posterior(model_args, model_kwargs)
+        objective = self._minibatch_objective(model_args, model_kwargs)
+        key_draw, key_adam = jax.random.split(key)
+        starts, f_starts, rounds = self._finite_draws(key_draw, init_to_mean,
+                                                      init_to_uniform(radius=2.0), r, model_args, model_kwargs)
+        # two Adam phases (constant rate, then decaying), every restart, one compiled loop
+        def phase(x, xs):
+            rates, k = xs
+            return jax.vmap(lambda x0, kk: adam_ascent(objective, x0, kk, rates))(x, jax.random.split(k, r)), None
+
+        ends, _ = jax.lax.scan(phase, starts, (adam_schedule(self.map_steps), jax.random.split(key_adam, 2)))
+        f_ends = values(ends)
+        # mini-batches cannot see a data-dependent support (Uniform(0, theta)): an ascent
+        # that ends where the full-data log posterior is not finite goes back along its
+        # path (from the restart's finite initial point) to the last finite point
+        off = ~jnp.isfinite(f_ends) & jnp.isfinite(f_starts)
+        back, f_back = last_finite(values, starts, ends, f_starts, off)
+        ends, f_ends = jnp.where(off[:, None], back, ends), jnp.where(off, f_back, f_ends)
+        f_starts = jnp.where(jnp.isfinite(f_starts), f_starts, -jnp.inf)
+        f_ends = jnp.where(jnp.isfinite(f_ends), f_ends, -jnp.inf)
+        use_end = f_ends >= f_starts
+        cand = jnp.where(use_end[:, None], ends, starts)
+        f_cand = jnp.where(use_end, f_ends, f_starts)
+        best = jnp.argmax(f_cand)
+        flat_size = starts.shape[1]
+
+        # one chunk when it fits (the likelihood's Hessian compiled once, not twice)
+        chunk = n if n * flat_size <= (1 << 22) else 4096
+
+        def grad_hess(x):
+            prx = taylor_proxy(ll, x, n, chunk_size=chunk)
+            return prx.grad_sum + jax.grad(lp)(x), prx.hess_sum + jax.hessian(lp)(x), prx
+
+        mode, grad, hess, proxy, info = newton_ascent(value, grad_hess, cand[best], f_cand[best], self.newton_steps)
+        # squared Mahalanobis distance of each restart's end from the mode
+        delta = cand - mode
+        dist2 = -jnp.einsum("ri,ij,rj->r", delta, hess, delta)
+        return dict(mode=mode, proxy=proxy, hessian=hess, gradient=grad, restart_values=f_cand,
+                    restart_distances=dist2,
+                    restart_rounds=rounds, best=best,
+                    value=info.value, newton_steps=info.steps, at_boundary=info.at_boundary,
+                    decrement=info.decrement, negative_definite=info.negative_definite)
+
+    def _check_search(self, report, model_args, model_kwargs, chain=None):
+        """Warnings (or an error) from the mode search's report; nothing when traced."""
+        if report is None or any(isinstance(v, jax.core.Tracer) for v in jax.tree.leaves(report)):
+            return
+        rep = {k: np.asarray(v) for k, v in report.items()}
+        of_chain = "" if chain is None else f" (chain {chain})"
+        role = ("the start" if self.init_strategy == "map" else "the Taylor proxy's reference point")
+        if not np.isfinite(rep["value"]):
+            # name the non-finite term at the best point the search had
+            self._check_initial_point(rep["mode"], model_args, model_kwargs, self._start_source(None), chain)
+            raise ValueError(f"the mode search{of_chain} found no point with a finite log posterior; pass "
+                             "init_params (e.g. a draw from a short NUTS run on a subset of the data)")
+        f, r = rep["restart_values"], self.num_restarts
+        top = max(float(np.max(f)), float(rep["value"]))
+        gap, dist2 = top - f, rep["restart_distances"]
+        # a restart ended at another, lower mode when it is lower than the best by more
+        # than _MODE_TOL per parameter and higher than the best mode's quadratic bowl
+        # predicts at its distance (gap ~ dist2 / 2 there): not an unconverged ascent
+        tol = _MODE_TOL * max(1, int(np.size(rep["mode"])))
+        lower = np.flatnonzero(np.isfinite(f) & (gap > tol) & ~(gap >= dist2 / 8))
+        if lower.size:
+            gaps = ", ".join(f"{g:.4g}" for g in gap[lower])
+            warnings.warn(
+                f"RacingMH start{of_chain}: {lower.size} of {r} restarts of the mode search ended at lower "
+                f"modes (full-data log posterior lower by {gaps}); {role} is the best of them (restart "
+                f"{int(rep['best'])}). The posterior may be multimodal and a higher mode may have been missed: "
+                "raise num_restarts, or pass init_params (e.g. a draw from a short NUTS run on a subset of "
+                "the data).", UserWarning, stacklevel=4)
+        dec = float(rep["decrement"])
+        if not rep["at_boundary"] and not dec <= 1.0:
+            curv = ("negative definite" if rep["negative_definite"]
+                    else "not negative definite (not a local maximum, or a flat direction)")
+            warnings.warn(
+                f"RacingMH start{of_chain}: {role} is not a mode of the full-data log posterior: after "
+                f"{int(rep['newton_steps'])} safeguarded Newton steps the gradient is large against the "
+                f"curvature (Newton decrement g'(-H)^-1 g = {dec:.4g}, want < 1; the Hessian is {curv}). "
+                "Raise map_steps or newton_steps, or pass init_params (e.g. a draw from a short NUTS run "
+                "on a subset of the data).", UserWarning, stacklevel=4)
+
+    def _prior_terms(self, z, model_args, model_kwargs):
+        """Each log-prior term at unconstrained ``z``: per latent (or observed non-data)
+        site, and each transform's log-Jacobian; the model run on one datum."""
+        ms = self._subsampler
+        values = ms.constrain(z)
+        tr = ms._trace(values, jnp.zeros((1,), jnp.int32), model_args, model_kwargs)
+        terms = {}
+        for name, site in tr.items():
+            if site["type"] != "sample" or name in ms.data_sites:
+                continue
+            if site["is_observed"] or name in ms.latent_sites:
+                lp = site["fn"].log_prob(site["value"])
+                if site.get("mask") is not None:
+                    lp = jnp.where(site["mask"], lp, 0.0)
+                terms[f"log prior of site {name!r}"] = jnp.sum(lp)
+        for k, u in z.items():
+            t = ms.transforms[k]
+            terms[f"log-Jacobian of the transform of site {k!r}"] = jnp.sum(t.log_abs_det_jacobian(u, t(u)))
+        return terms
+
+    def _check_initial_point(self, flat, model_args, model_kwargs, source="init_params", chain=None):
+        """Raise, naming the term, where the log posterior is not finite at ``flat``:
+        a latent value, a prior (or Jacobian) term, or an observed site's log-likelihood
+        at some data index.  Nothing when traced (vectorised chains inside another
+        kernel: the race flags non-finite values at run time)."""
+        if isinstance(flat, jax.core.Tracer):
+            return
+        ms = self._subsampler
+        at = f"at the start{'' if chain is None else f' of chain {chain}'} ({source})"
+        hint = "pass init_params (e.g. a draw from a short NUTS run on a subset of the data)"
+        z = self._unravel(jnp.asarray(flat))
+        values = ms.constrain(z)
+        for k in ms.continuous_sites:
+            u, v = np.asarray(z[k]), np.asarray(values[k])
+            if not (np.all(np.isfinite(u)) and np.all(np.isfinite(v))):
+                raise ValueError(f"the latent site {k!r} is not finite {at}: value {v} (unconstrained {u}); {hint}")
+        terms = jax.jit(lambda z: self._prior_terms(z, model_args, model_kwargs))(z)
+        for what, val in terms.items():
+            if not np.isfinite(float(val)):
+                vals = {k: np.asarray(v) for k, v in values.items()}
+                raise ValueError(f"the {what} is {float(val)} {at}, with latent values {vals}; check the "
+                                 f"prior's support or {hint}")
         n = ms.size
         chunk = min(1 << 16, n)
 
         @jax.jit
-        def per_site(idx):
+        def per_site(values, start):
+            idx = jnp.minimum(start + jnp.arange(chunk), n - 1)
             tr = ms._trace(values, idx, model_args, model_kwargs)
-            return [ms._per_datum(tr[name], idx.shape[0]) for name in ms.data_sites]
+            return idx, [ms._per_datum(tr[name], idx.shape[0]) for name in ms.data_sites]
 
+        bad_count = {name: 0 for name in ms.data_sites}
+        first = {}
         for start in range(0, n, chunk):
-            idx = jnp.minimum(jnp.arange(start, start + chunk), n - 1)
-            for name, per in zip(ms.data_sites, per_site(idx)):
-                bad = ~np.isfinite(np.asarray(per))
+            idx, pers = per_site(values, start)
+            valid = np.arange(start, start + chunk) < n
+            for name, per in zip(ms.data_sites, pers):
+                bad = ~np.isfinite(np.asarray(per)) & valid
                 if bad.any():
-                    raise ValueError(
-                        f"the log-likelihood of observed site {name!r} is not finite at the initial "
-                        f"point (first at data index {int(idx[int(np.argmax(bad))])}); check the data "
-                        "or pass init_params"
-                    )
+                    bad_count[name] += int(bad.sum())
+                    j = int(np.argmax(bad))
+                    first.setdefault(name, (int(np.asarray(idx)[j]), float(np.asarray(per)[j])))
+        for name in ms.data_sites:
+            if bad_count[name]:
+                i, v = first[name]
+                vals = {k: np.asarray(v_) for k, v_ in values.items()}
+                raise ValueError(
+                    f"the log-likelihood of observed site {name!r} is not finite {at}: {v} at data index "
+                    f"{i} (first of {bad_count[name]} of {n} data points), with latent values {vals}; the "
+                    f"data lie outside the likelihood's support there: check the data or {hint}")
 
     def sample(self, state, model_args, model_kwargs):
         model_kwargs = {} if model_kwargs is None else model_kwargs
@@ -441,20 +714,12 @@ class RacingMH(MCMCKernel):
         return ("z",)
 
 
-def _adam_map(objective, flat, key, steps):
-    """MAP by Adam on mini-batch log-posteriors (cost O(steps x batch), not O(N)): a
-    constant rate, then a decaying one to damp the mini-batch noise."""
-    scale = 0.05
-    schedules = (optax.adam(scale), optax.adam(optax.exponential_decay(scale / 5, steps, 0.01)))
-    for phase, opt in enumerate(schedules):
+def _curvature(search):
+    """Diagonal curvature at the searched mode for the initial mass matrix: the full-data
+    Hessian's diagonal, or ``-g_i^2`` where that is steeper (a mode on a support
+    boundary, where the gradient, not the curvature, sets the posterior's scale: an
+    exponential tail of rate ``|g_i|`` has standard deviation ``1/|g_i|``)."""
+    h = jnp.diagonal(search["hessian"])
+    g2 = jnp.where(search["at_boundary"], search["gradient"] ** 2, 0.0)
+    return jnp.minimum(h, -g2)
 
-        def body(carry, k, opt=opt):
-            x, s = carry
-            g = jax.grad(lambda z: -objective(z, k))(x)
-            g = jnp.where(jnp.isfinite(g), g, 0.0)
-            upd, s = opt.update(g, s, x)
-            return (optax.apply_updates(x, upd), s), None
-
-        keys = jax.random.split(jax.random.fold_in(key, phase), steps)
-        (flat, _), _ = jax.jit(lambda c, ks, body=body: jax.lax.scan(body, c, ks))((flat, opt.init(flat)), keys)
-    return flat

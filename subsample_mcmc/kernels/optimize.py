@@ -1,0 +1,239 @@
+r"""Finding and checking a posterior mode on flat parameters (no NumPyro).
+
+The start of :class:`~subsample_mcmc.numpyro.RacingMH` and the reference point of its
+Taylor proxy: several mini-batch Adam ascents from different initial points (vmapped),
+the best by the *full-data* log posterior, then a safeguarded full-data Newton polish
+and a check of gradient against curvature.
+
+* :func:`log_density_sum` -- full-data log posteriors ``log p(x) + sum_n l_n(x)`` of M
+  points in one chunked pass (M x N per-datum evaluations, never an N x M array).
+* :func:`adam_ascent` -- mini-batch Adam (cost O(steps x batch), not O(N)); a step from
+  a point whose mini-batch log posterior is not finite is taken back.
+* :func:`last_finite` -- bisection along a segment from a point of finite log posterior
+  to one where it is not (a support boundary): the last finite point.
+* :func:`newton_ascent` -- Newton steps on the full-data log posterior, each accepted
+  only if the log posterior stays finite and increases (backtracking; when the step was
+  cut by a non-finite value, bisection up to the support boundary).  Where the Hessian
+  is not negative definite the step uses its absolute eigenvalues (an ascent direction).
+* :func:`newton_decrement` -- ``g^T (-H)^{-1} g``: twice the log-posterior gain a Newton
+  step promises; near zero at a mode, and about ``p`` for a point one posterior standard
+  deviation away in each of ``p`` directions.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+__all__ = ["log_density_sum", "adam_schedule", "adam_ascent", "last_finite", "newton_ascent",
+           "newton_decrement", "NewtonInfo"]
+
+
+def log_density_sum(log_prior_fn: Callable, log_likelihood_fn: Callable, points: jax.Array,
+                    population_size: int, chunk_size: int = 4096) -> jax.Array:
+    """``[M]`` full-data log posteriors of the ``[M, p]`` flat ``points`` (one chunked pass,
+    M x N per-datum evaluations; the last chunk is padded and masked, so the likelihood
+    is traced once).
+
+    Args:
+        log_prior_fn: ``flat -> scalar`` (prior and Jacobian terms).
+        log_likelihood_fn: ``(flat, indices) -> [len(indices)]`` per-datum log-likelihoods.
+    """
+    n, m = int(population_size), points.shape[0]
+    chunk = max(1, min(n, max(64, chunk_size // max(m, 1))))
+    num_chunks = -(-n // chunk)
+
+    def body(k, total):
+        pos = k * chunk + jnp.arange(chunk)
+        idx = jnp.minimum(pos, n - 1)
+        per = jax.vmap(lambda x: log_likelihood_fn(x, idx))(points)
+        return total + jnp.sum(jnp.where(pos < n, per, 0.0), axis=1)
+
+    return jax.lax.fori_loop(0, num_chunks, body, jax.vmap(log_prior_fn)(points))
+
+
+def adam_schedule(steps: int, learning_rate: float = 0.05, final_rate: float = 1e-4) -> jax.Array:
+    """``[2, steps]`` Adam rates: a constant phase at ``learning_rate``, then a phase
+    decaying exponentially from ``learning_rate / 5`` to ``final_rate`` (damping the
+    mini-batch noise)."""
+    t = jnp.arange(steps) / max(steps, 1)
+    start = learning_rate / 5
+    return jnp.stack([jnp.full((steps,), learning_rate), start * (final_rate / start) ** t])
+
+
+def adam_ascent(objective: Callable, x0: jax.Array, key: jax.Array, rates: jax.Array,
+                b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8) -> jax.Array:
+    """Maximise ``objective(x, key)`` (a mini-batch log posterior) by Adam with the
+    per-step rates ``rates`` (one step each; the moments start at zero).
+
+    A step whose starting point has a non-finite mini-batch objective (for instance
+    outside a data-dependent support) is taken back; non-finite gradient entries count
+    as zero.  Returns the last point whose mini-batch objective was finite.  Traceable
+    and vmappable (restarts: ``jax.vmap`` over ``x0`` and ``key``); ``rates`` is an
+    array, so phases with different schedules share one compiled loop.
+    """
+
+    def body(carry, xs):
+        x, good, m, v, t = carry
+        k, rate = xs
+        f, g = jax.value_and_grad(objective)(x, k)
+        ok = jnp.isfinite(f)
+        x = jnp.where(ok, x, good)
+        g = jnp.where(ok & jnp.isfinite(g), g, 0.0)
+        t = t + 1
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        step = rate * (m / (1 - b1 ** t)) / (jnp.sqrt(v / (1 - b2 ** t)) + eps)
+        return (x + step, x, m, v, t), None
+
+    zero = jnp.zeros_like(x0)
+    keys = jax.random.split(key, rates.shape[0])
+    (_, good, _, _, _), _ = jax.lax.scan(body, (x0, x0, zero, zero, jnp.zeros((), x0.dtype)), (keys, rates))
+    return good
+
+
+def last_finite(values_fn: Callable, good: jax.Array, bad: jax.Array, f_good: jax.Array,
+                active, iters: int = 40):
+    """Bisection on the segments from ``good[m]`` (finite value ``f_good[m]``) to
+    ``bad[m]`` (not finite), for the ``[M, p]`` points where ``active[m]``: the last finite
+    points found and their values (the others unchanged).  ``values_fn``: ``[M, p] ->
+    [M]``, one pass for all M per round; at most ``iters`` rounds, fewer once no active
+    bracket still moves in floating point."""
+    lo0 = jnp.zeros(good.shape[:1], good.dtype)
+
+    def point(t):
+        return good + t[:, None] * (bad - good)
+
+    def cond(c):
+        lo, hi, _, i = c
+        apart = jnp.any(point(lo) != point(hi), axis=1) & active
+        return (i < iters) & jnp.any(apart)
+
+    def body(c):
+        lo, hi, f_lo, i = c
+        mid = 0.5 * (lo + hi)
+        f = values_fn(point(mid))
+        ok = jnp.isfinite(f) & active
+        return jnp.where(ok, mid, lo), jnp.where(ok, hi, mid), jnp.where(ok, f, f_lo), i + 1
+
+    lo, _, f, _ = jax.lax.while_loop(cond, body, (lo0, lo0 + 1, f_good, jnp.zeros((), jnp.int32)))
+    return point(lo), f
+
+
+def newton_decrement(grad: jax.Array, hess: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``(g^T (-H)^{-1} g, H negative definite)``; the decrement is ``inf`` where ``H`` is not."""
+    eig = jnp.linalg.eigvalsh(hess)
+    negdef = jnp.all(eig < 0) & jnp.all(jnp.isfinite(eig))
+    safe = jnp.where(negdef, hess, -jnp.eye(hess.shape[0], dtype=hess.dtype))
+    dec = -grad @ jnp.linalg.solve(safe, grad)
+    return jnp.where(negdef, dec, jnp.inf), negdef
+
+
+def _ascent_direction(grad, hess):
+    """Newton direction ``-H^{-1} g`` with ``H``'s eigenvalues replaced by ``-|lambda|``
+    (floored at 1e-6 of the largest): an ascent direction whatever the curvature."""
+    lam, q = jnp.linalg.eigh(hess)
+    mag = jnp.abs(lam)
+    mag = jnp.maximum(mag, 1e-6 * jnp.max(mag) + jnp.finfo(hess.dtype).tiny)
+    return q @ ((q.T @ grad) / mag)
+
+
+class NewtonInfo(NamedTuple):
+    """What the polish did: Newton steps taken, whether it ended on a support boundary
+    (the last step was cut by a non-finite log posterior, or every trial step was
+    non-finite), the final log posterior and Newton decrement, and whether the final
+    Hessian is negative definite."""
+
+    steps: jax.Array
+    at_boundary: jax.Array
+    value: jax.Array
+    decrement: jax.Array
+    negative_definite: jax.Array
+
+
+def newton_ascent(value_fn: Callable, grad_hess_fn: Callable, x: jax.Array, value: jax.Array,
+                  max_steps: int, tol: float = 1e-3, boundary_iters: int = 40):
+    """Safeguarded full-data Newton ascent from ``x`` (whose log posterior is ``value``).
+
+    Each iteration computes ``(g, H, aux) = grad_hess_fn(x)`` (one pass) and stops when
+    the Newton decrement is below ``tol`` or ``max_steps`` steps were taken; otherwise it
+    backtracks ``t = 1, 1/2, ...`` (one ``value_fn`` pass each) until ``value_fn(x + t d)``
+    is finite and larger than ``value``.  When the step ``2t`` was refused for a
+    non-finite value, the support boundary lies between: bisection moves the point up
+    to it.  No acceptable step (the trial point no longer differs from ``x`` in floating
+    point): stop.  The gradient and Hessian returned are those at the returned point.
+
+    Args:
+        value_fn: ``flat -> scalar`` full-data log posterior (may be ``-inf``/``nan``).
+        grad_hess_fn: ``flat -> (gradient [p], Hessian [p, p], aux)`` of the same
+            function (``aux``: anything computed with them, e.g. a Taylor proxy).
+    Returns:
+        ``(x, grad, hess, aux, NewtonInfo)``.
+    """
+    g0, h0, aux0 = jax.eval_shape(grad_hess_fn, x)
+    zeros = lambda s: jnp.zeros(s.shape, s.dtype)  # noqa: E731
+
+    def cond(c):
+        return c[-1]
+
+    def body(c):
+        x, f, _, _, _, k, was_at_boundary, _ = c
+        g, h, aux = grad_hess_fn(x)
+        dec, _ = newton_decrement(g, h)
+        go = (k < max_steps) & (dec > tol) & jnp.isfinite(f)
+        x_new, f_new, found, cut, wall = _line_search(value_fn, x, _ascent_direction(g, h), f, go, boundary_iters)
+        at_boundary = jnp.where(found, cut, jnp.where(go, wall, was_at_boundary))
+        return (jnp.where(found, x_new, x), jnp.where(found, f_new, f), g, h, aux,
+                k + found.astype(k.dtype), at_boundary, found)
+
+    init = (x, value, zeros(g0), zeros(h0), jax.tree.map(zeros, aux0), jnp.zeros((), jnp.int32),
+            jnp.zeros((), bool), jnp.ones((), bool))
+    x, f, g, h, aux, k, at_boundary, _ = jax.lax.while_loop(cond, body, init)
+    dec, negdef = newton_decrement(g, h)
+    return x, g, h, aux, NewtonInfo(k, at_boundary, f, dec, negdef)
+
+
+def _line_search(value_fn, x, d, f0, go, bisections):
+    """Backtracking ``t = 1, 1/2, ...`` along ``d`` until ``value_fn(x + t d)`` is finite
+    and above ``f0``; when the longer step ``2t`` was non-finite, then ``bisections``
+    bisection steps between ``t`` and ``2t`` move up to the support boundary.  One
+    ``value_fn`` evaluation per iteration, in a single loop.
+
+    Returns ``(x_new, f_new, found, cut, wall)``: ``cut``, the step ended at a boundary;
+    ``wall``, no step was found because the shortest step that still moves ``x`` was
+    non-finite.
+    """
+    one = jnp.ones((), x.dtype)
+
+    # state: trial t, bracket (lo, hi), f(lo), mode (0 backtrack, 1 bisect, 2 done),
+    # last trial non-finite, bisection count
+    def cond(c):
+        return c[4] < 2
+
+    def body(c):
+        t, lo, hi, f_lo, mode, prev_bad, i = c
+        f = value_fn(x + t * d)
+        good = jnp.isfinite(f) & (f > jnp.where(mode == 0, f0, f_lo))
+        # backtracking
+        to_bisect = good & prev_bad
+        bt_mode = jnp.where(good, jnp.where(to_bisect, 1, 2), 0)
+        bt_lo, bt_hi = jnp.where(good, t, lo), jnp.where(to_bisect, 2 * t, hi)
+        bt_t = jnp.where(to_bisect, 1.5 * t, 0.5 * t)
+        stuck = jnp.all(x + bt_t * d == x) | (bt_t < 2.0 ** -60)
+        bt_mode = jnp.where(~good & stuck, 2, bt_mode)  # nothing left to try
+        # bisection between lo (finite) and hi (not)
+        bi_lo, bi_hi = jnp.where(good, t, lo), jnp.where(good, hi, t)
+        bi_t = 0.5 * (bi_lo + bi_hi)
+        bi_mode = jnp.where((i + 1 >= bisections) | jnp.all(x + bi_lo * d == x + bi_hi * d), 2, 1)
+        bisect = mode == 1
+        return (jnp.where(bisect, bi_t, bt_t), jnp.where(bisect, bi_lo, bt_lo), jnp.where(bisect, bi_hi, bt_hi),
+                jnp.where(good, f, f_lo), jnp.where(bisect, bi_mode, bt_mode),
+                jnp.where(bisect, prev_bad, ~jnp.isfinite(f)), i + bisect.astype(i.dtype))
+
+    init = (one, 0 * one, 0 * one, f0, jnp.where(go, 0, 2), jnp.zeros((), bool), jnp.zeros((), jnp.int32))
+    _, lo, hi, f_lo, _, prev_bad, _ = jax.lax.while_loop(cond, body, init)
+    found = go & (lo > 0)
+    return x + lo * d, f_lo, found, found & (hi > 0), go & ~found & prev_bad
+

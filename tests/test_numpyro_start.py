@@ -1,0 +1,201 @@
+"""RacingMH's start: a checked mode (restarts, full-data selection, safeguarded Newton),
+honest prior draws, and errors that name the non-finite term."""
+
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+import pytest
+from numpyro.infer import MCMC
+from scipy import stats
+
+from subsample_mcmc.numpyro import RacingMH
+
+N = 20_000
+RNG = np.random.default_rng(0)
+
+
+def _data(x):
+    # Users pass NumPy arrays; until the fix of ModelSubsampler's argument slicing for
+    # NumPy inputs (a TracerArrayConversionError, being fixed separately in model.py)
+    # is committed, the data go in as jnp arrays.  TODO: return np.asarray(x, np.float32).
+    return jnp.asarray(x, jnp.float32)
+
+
+# -- a hand-marginalised three-component mixture ------------------------------------------
+W_TRUE, LOCS_TRUE, SCALE_TRUE = np.array([0.3, 0.5, 0.2]), np.array([-3.0, 0.0, 3.0]), 1.0
+MIX_Y = _data(LOCS_TRUE[RNG.choice(3, size=N, p=W_TRUE)] + SCALE_TRUE * RNG.normal(size=N))
+
+
+def mixture(y):
+    w = numpyro.sample("w", dist.Dirichlet(jnp.ones(3)))
+    locs = numpyro.sample("locs", dist.Normal(0.0, 5.0).expand([3]).to_event(1))
+    scale = numpyro.sample("scale", dist.HalfNormal(2.0))
+    with numpyro.plate("data", y.shape[0]):
+        numpyro.sample("y", dist.MixtureSameFamily(dist.Categorical(w), dist.Normal(locs, scale)), obs=y)
+
+
+# -- Uniform(0, theta) data: the likelihood's support depends on theta ----------------------
+THETA_TRUE, PARETO_SCALE, PARETO_ALPHA = 5.0, 1.0, 2.0
+UNIF_Y = _data(RNG.uniform(0.0, THETA_TRUE, size=N))
+Y_MAX = float(UNIF_Y.max())
+
+
+def uniform_pareto(y):
+    # conjugate: the posterior is Pareto(max(PARETO_SCALE, max y), PARETO_ALPHA + N)
+    theta = numpyro.sample("theta", dist.Pareto(PARETO_SCALE, PARETO_ALPHA))
+    with numpyro.plate("data", y.shape[0]):
+        numpyro.sample("y", dist.Uniform(0.0, theta, validate_args=True), obs=y)
+
+
+def uniform_halfcauchy(y):
+    theta = numpyro.sample("theta", dist.HalfCauchy(1.0))
+    with numpyro.plate("data", y.shape[0]):
+        numpyro.sample("y", dist.Uniform(0.0, theta, validate_args=True), obs=y)
+
+
+def _racing_warnings(record):
+    return [str(w.message) for w in record if "RacingMH" in str(w.message)]
+
+
+@pytest.fixture(scope="module")
+def mixture_run():
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        mcmc = MCMC(RacingMH(mixture), num_warmup=200, num_samples=300, progress_bar=False)
+        mcmc.run(jax.random.PRNGKey(0), MIX_Y)
+    return mcmc.get_samples(), _racing_warnings(record)
+
+
+def test_mixture_lands_in_the_right_mode(mixture_run):
+    """The start was a wrong local mode on main (two components merged, a wide scale);
+    now the best of the restarts by full-data log posterior is the right one."""
+    samples, _ = mixture_run
+    locs, w = np.asarray(samples["locs"]).mean(0), np.asarray(samples["w"]).mean(0)
+    order = np.argsort(locs)  # the labels are exchangeable
+    np.testing.assert_allclose(locs[order], LOCS_TRUE, atol=0.1)
+    np.testing.assert_allclose(w[order], W_TRUE, atol=0.03)
+    assert abs(float(np.asarray(samples["scale"]).mean()) - SCALE_TRUE) < 0.05
+
+
+def test_mixture_restarts_at_lower_modes_are_reported(mixture_run):
+    """Restarts that end at the merged-component modes (~700 log-posterior units lower)
+    are named in a warning that says what to do."""
+    _, messages = mixture_run
+    lower = [m for m in messages if "lower modes" in m]
+    assert lower, messages
+    assert "init_params" in lower[0] and "num_restarts" in lower[0]
+
+
+@pytest.fixture(scope="module")
+def uniform_run():
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        kernel = RacingMH(uniform_pareto)
+        state = kernel.init(jax.random.PRNGKey(1), 0, None, (UNIF_Y,), {})
+    theta = float(kernel.postprocess_fn((UNIF_Y,), {})(state.z)["theta"])
+    return theta, _racing_warnings(record), state.z
+
+
+def test_uniform_support_start_is_the_posterior_mode(uniform_run):
+    """The posterior Pareto(max y, alpha + N) has its mode at max y and standard deviation
+    about max y / N.  On main the Newton polish left the support and init raised."""
+    theta, messages, _ = uniform_run
+    sd = Y_MAX / (PARETO_ALPHA + N)
+    assert Y_MAX <= theta <= Y_MAX + sd, (theta, Y_MAX, sd)
+    assert not messages  # a mode on a support boundary is not reported as "not a mode"
+
+
+def test_uniform_support_halfcauchy_prior_starts_at_max_y():
+    """The issue's HalfCauchy variant: main's Newton step pushed log(theta) to ~7000 and
+    the error blamed the prior."""
+    kernel = RacingMH(uniform_halfcauchy, num_restarts=4, map_steps=200)
+    state = kernel.init(jax.random.PRNGKey(2), 0, None, (UNIF_Y,), {})
+    theta = float(kernel.postprocess_fn((UNIF_Y,), {})(state.z)["theta"])
+    assert Y_MAX <= theta <= Y_MAX * (1 + 1e-4)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "not the start: the racing MH test accepts theta' < max(y) whenever the race does not "
+    "read the few data points above theta' (their log-likelihood is -inf), so the chain "
+    "drifts below max(y) (kernels/mh.py)"))
+def test_uniform_support_samples_the_conjugate_posterior(uniform_run):
+    post_scale, post_alpha = max(PARETO_SCALE, Y_MAX), PARETO_ALPHA + N
+    mcmc = MCMC(RacingMH(uniform_pareto), num_warmup=200, num_samples=500, progress_bar=False)
+    mcmc.run(jax.random.PRNGKey(3), UNIF_Y, init_params=uniform_run[2])  # the checked start
+    theta = np.asarray(mcmc.get_samples()["theta"], np.float64)
+    mean, sd = post_scale * post_alpha / (post_alpha - 1), post_scale / post_alpha
+    assert theta.min() >= Y_MAX
+    assert abs(theta.mean() - mean) < 3 * sd
+
+
+# -- a non-finite start names its term ---------------------------------------------------------
+def lognormal_uniform(y):
+    theta = numpyro.sample("theta", dist.LogNormal(0.0, 1.0))
+    with numpyro.plate("data", y.shape[0]):
+        numpyro.sample("y", dist.Uniform(0.0, theta, validate_args=True), obs=y)
+
+
+def penalised(y):
+    a = numpyro.sample("a", dist.Normal(0.0, 1.0))
+    numpyro.factor("penalty", jnp.where(a > 1.0, -jnp.inf, 0.0))
+    with numpyro.plate("data", y.shape[0]):
+        numpyro.sample("y", dist.Normal(a, 1.0), obs=y)
+
+
+def _init(model, y, init_params):
+    kernel = RacingMH(model, first_batch=10)
+    kernel.init(jax.random.PRNGKey(0), 0, init_params, (y,), {})
+
+
+def test_nonfinite_start_names_the_data_points():
+    y = UNIF_Y[:2000]
+    theta = 4.0  # below max(y): the data above 4 have likelihood zero
+    with pytest.raises(ValueError) as err:
+        _init(lognormal_uniform, y, {"theta": jnp.log(theta)})
+    msg = str(err.value)
+    assert "log-likelihood of observed site 'y'" in msg and "init_params" in msg
+    first = int(msg.split("data index ")[1].split()[0])
+    assert bool(y[first] > theta) and not bool((y[:first] > theta).any())
+    assert f"of {int((y > theta).sum())} of {y.shape[0]} data points" in msg
+
+
+def test_nonfinite_start_names_the_latent_site():
+    """Main's Newton polish produced log(theta) ~ 7000; exp overflows to inf."""
+    with pytest.raises(ValueError, match=r"latent site 'theta' is not finite.*unconstrained 7004"):
+        _init(lognormal_uniform, UNIF_Y[:2000], {"theta": jnp.array(7004.0)})
+
+
+def test_nonfinite_start_names_the_prior_term():
+    y = _data(RNG.normal(size=500))
+    with pytest.raises(ValueError, match=r"log prior of site 'penalty' is -inf"):
+        _init(penalised, y, {"a": jnp.array(2.0)})
+
+
+# -- init_strategy="prior" ------------------------------------------------------------------
+def two_site(y):
+    mu = numpyro.sample("mu", dist.Normal(3.0, 2.0))
+    s = numpyro.sample("s", dist.Gamma(2.0, 1.0))
+    with numpyro.plate("data", y.shape[0]):
+        numpyro.sample("y", dist.Normal(mu, s), obs=y)
+
+
+def test_prior_strategy_draws_from_the_prior():
+    """Main drew Uniform(-2, 2) in the unconstrained space (then polished); the starts of
+    100 vectorised chains now follow the prior: Kolmogorov-Smirnov against each marginal."""
+    y = _data(3.0 + RNG.normal(size=1000))
+    kernel = RacingMH(two_site, init_strategy="prior", control_variate=None)
+    keys = jax.random.split(jax.random.PRNGKey(4), 100)
+    state = kernel.init(keys, 0, None, (y,), {})
+    values = jax.vmap(kernel.postprocess_fn((y,), {}))(state.z)
+    mu, s = np.asarray(values["mu"]), np.asarray(values["s"])
+    assert stats.kstest(mu, stats.norm(3.0, 2.0).cdf).pvalue > 1e-3
+    assert stats.kstest(s, stats.gamma(2.0).cdf).pvalue > 1e-3
+
+
+def test_bad_num_restarts():
+    with pytest.raises(ValueError, match="num_restarts"):
+        RacingMH(two_site, num_restarts=0)
