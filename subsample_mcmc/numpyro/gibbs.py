@@ -26,6 +26,7 @@ from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import is_prng_key
 
 from ..racing import METHODS, sample_discrete
+from ..racing.race import run_at_most_once
 from .control import DataSpaceControlVariate
 from .model import ModelSubsampler
 
@@ -185,12 +186,20 @@ class RacingGibbs(MCMCKernel):
             ok = draw.value >= 0
             new = support[jnp.maximum(draw.value, 0)].astype(discrete[name].dtype)
             discrete = {**discrete, name: jnp.where(ok, new, discrete[name])}
-            evals = evals + draw.race.num_evaluations
+            # every arm at every computed point (all D arms of each chunk are evaluated)
+            evals = evals + (draw.race.num_points_computed * support.shape[0]).astype(jnp.int32)
             stages = stages + draw.race.num_stages
         inner_state = state.inner_state
         if self.inner_kernel is not None:
             kw = self._inner_kwargs(model_kwargs, discrete)
-            inner_state = self.inner_kernel.refresh(inner_state, model_args, kw)
+            # the inner kernel's cache (a Taylor proxy's full-data sums, NUTS's potential
+            # energy) depends on the discrete values only: rebuild it when one changed,
+            # skipping the full-data pass otherwise (a real branch, also under vmap)
+            changed = jnp.any(jnp.stack([jnp.any(discrete[k] != state.z[k]) for k in ms.discrete_sites]))
+            inner_state = run_at_most_once(
+                changed, lambda st: self.inner_kernel.refresh(st, model_args, kw), inner_state)
+            refresh_cost = getattr(self.inner_kernel, "refresh_likelihood_evals", 0)
+            evals = evals + jnp.where(changed, jnp.int32(refresh_cost), jnp.int32(0))
             inner_state = self.inner_kernel.sample(inner_state, model_args, kw)
             if hasattr(inner_state, "num_likelihood_evals"):
                 evals = evals + inner_state.num_likelihood_evals

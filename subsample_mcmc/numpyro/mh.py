@@ -47,7 +47,8 @@ from numpyro.util import is_prng_key
 
 from ..kernels.mh import racing_mh_step
 from ..kernels.optimize import adam_ascent, adam_schedule, last_finite, log_density_sum, newton_ascent
-from ..kernels.proxy import TaylorProxy, taylor_proxy
+from ..kernels.cost import evaluation_equivalents
+from ..kernels.proxy import TaylorProxy, proxy_per_datum, taylor_proxy
 from ..racing import METHODS
 from .control import DataSpaceControlVariate
 from .model import ModelSubsampler, PlateIndices
@@ -247,7 +248,47 @@ class RacingMH(MCMCKernel):
             if isinstance(self.control_variate, DataSpaceControlVariate):
                 self.control_variate.validate(ms, model_args, model_kwargs)
             self._subsampler = ms
+            self._costs = self._calibrate_costs(ms, model_args, model_kwargs)
+            self._moving_support = _parameter_dependent_support(ms, model_args, model_kwargs)
         return self._subsampler
+
+    def _calibrate_costs(self, ms, model_args, model_kwargs) -> dict:
+        """Per-datum costs in likelihood-evaluation units (XLA operation counts, once).
+
+        ``point``: one arm's race reward at one datum (1 without a proxy; a Taylor
+        residual ``l_n - h_n`` costs more: nested ``jvp``); ``gradient``: one datum's
+        term of the mini-batch gradient; ``proxy``: one datum's gradient and Hessian
+        (building or refreshing the proxy).
+        """
+        proto = {k: ms.prototype_trace[k]["value"] for k in ms.continuous_sites}
+        flat, unravel = ravel_pytree(ms.unconstrain(proto))
+        idx = jnp.arange(min(256, ms.size))
+
+        def ll(x, i):
+            return ms.log_likelihood(ms.constrain(unravel(x)), i, model_args, model_kwargs)
+
+        residual = ll
+        if self.control_variate == "taylor":
+            d = flat.shape[0]
+            prx = TaylorProxy(flat, jnp.zeros((d,), flat.dtype), jnp.zeros((d, d), flat.dtype))
+
+            def residual(x, i):
+                return ll(x, i) - proxy_per_datum(ll, prx, x, i)
+
+        def gradient(x, i):
+            return jax.grad(lambda t: jnp.sum(residual(t, i)))(x)
+
+        def proxy_terms(x, i):
+            return jax.grad(lambda t: jnp.sum(ll(t, i)))(x), jax.hessian(lambda t: jnp.sum(ll(t, i)))(x)
+
+        try:
+            return {
+                "point": evaluation_equivalents(residual, ll, flat, idx),
+                "gradient": evaluation_equivalents(gradient, ll, flat, idx),
+                "proxy": evaluation_equivalents(proxy_terms, ll, flat, idx),
+            }
+        except Exception:  # noqa: BLE001 -- traced model arguments: count one unit each
+            return {"point": 1.0, "gradient": 1.0, "proxy": 1.0}
 
     def _log_prior_fn(self, model_args, model_kwargs):
         ms = self._subsampler
@@ -615,6 +656,15 @@ class RacingMH(MCMCKernel):
     def sample(self, state, model_args, model_kwargs):
         model_kwargs = {} if model_kwargs is None else model_kwargs
         self._setup(model_args, model_kwargs)
+        if getattr(self, "_moving_support", None):
+            name, kind = self._moving_support
+            raise ValueError(
+                f"observed site {name!r} has a support that moves with the parameters ({kind}); "
+                "a race cannot see the data points a proposal puts outside the support without "
+                "reading all of them, so RacingMH would accept impossible proposals. Sample this "
+                "model with NUTS/HMC (numpyro.infer.NUTS), or reparameterise it so that the support "
+                "of the likelihood does not depend on the latent sites"
+            )
         if getattr(self, "_vectorized", False):
             return jax.vmap(self._sample_one, in_axes=(0, None, None))(state, model_args, model_kwargs)
         return self._sample_one(state, model_args, model_kwargs)
@@ -631,7 +681,8 @@ class RacingMH(MCMCKernel):
             log_likelihood_fn=self._log_lik_fn(model_args, model_kwargs),
             population_size=ms.size, step_size=state.step_size, proposal=self.proposal,
             inverse_mass_diag=state.inverse_mass_matrix, grad_batch_size=min(self.grad_batch_size, ms.size),
-            proxy=state.proxy, control_variate_fn=self._data_cv_fn(), **self.race_options,
+            proxy=state.proxy, control_variate_fn=self._data_cv_fn(),
+            point_cost=self._costs["point"], gradient_point_cost=self._costs["gradient"], **self.race_options,
         )
         accept = info.accepted.astype(flat.dtype)
         i = state.i + 1
@@ -682,6 +733,16 @@ class RacingMH(MCMCKernel):
 
         return fn
 
+    @property
+    def refresh_likelihood_evals(self) -> int:
+        """What one :meth:`refresh` computes, in likelihood-evaluation units: with the
+        Taylor proxy, a gradient and a Hessian at every datum (``N`` times the calibrated
+        per-datum cost); 0 without a proxy.  Composite kernels add it to their step's
+        ``num_likelihood_evals`` when they refresh."""
+        if self.control_variate != "taylor" or self._subsampler is None:
+            return 0
+        return int(round(self._subsampler.size * self._costs["proxy"]))
+
     def refresh(self, state, model_args, model_kwargs):
         """Recompute the proxy's full-data sums for new conditioning values (one pass
         over the data); without a proxy nothing cached depends on the arguments."""
@@ -723,3 +784,25 @@ def _curvature(search):
     g2 = jnp.where(search["at_boundary"], search["gradient"] ** 2, 0.0)
     return jnp.minimum(h, -g2)
 
+
+def _parameter_dependent_support(ms, model_args, model_kwargs):
+    """``(site, support)`` of the first observed data site whose support bounds change
+    when the latent values move (e.g. ``Uniform(0, theta)``), else ``None``.  Checked on a
+    few data points at two latent points (the prototype and a shifted one)."""
+    try:
+        proto = {k: ms.prototype_trace[k]["value"] for k in ms.continuous_sites}
+        unc = ms.unconstrain(proto)
+        idx = jnp.arange(min(8, ms.size))
+        traces = [ms._trace(ms.constrain({k: v + shift for k, v in unc.items()}), idx, model_args, model_kwargs)
+                  for shift in (0.0, 0.7)]
+    except Exception:  # noqa: BLE001 -- traced model arguments: nothing to compare
+        return None
+    for name in ms.data_sites:
+        supports = [t[name]["fn"].support for t in traces]
+        for attr in ("lower_bound", "upper_bound"):
+            if not hasattr(supports[0], attr):
+                continue
+            a, b = (np.asarray(getattr(sup, attr), np.float64) for sup in supports)
+            if a.shape != b.shape or not np.allclose(a, b, equal_nan=True):
+                return name, type(supports[0]).__name__.strip("_")
+    return None
