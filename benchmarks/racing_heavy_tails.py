@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -39,20 +38,9 @@ import numpy as np  # noqa: E402
 
 from subsample_mcmc.experiments.heavy_tails import FAMILIES, make_heavy_problem, run_cell  # noqa: E402
 from subsample_mcmc.experiments.synthetic import make_problem, run_setting  # noqa: E402
+from racing_synthetic import _git_state  # noqa: E402  (benchmarks/ is on sys.path)
 
 DELTAS = (0.001, 0.01, 0.05)
-
-
-def _commit() -> str:
-    root = Path(__file__).resolve().parents[1]
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
-                              text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "subsample_mcmc"], cwd=root,
-                               capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return head + ("+dirty" if dirty else "")
 
 
 def battery(population: int, races: int, seed: int) -> list[dict]:
@@ -166,7 +154,7 @@ def main(argv=None) -> int:
     lig = light(args.light_races, args.seed)
     meta = dict(races=args.races, population=args.population, light_races=args.light_races, seed=args.seed,
                 jax=jax.__version__, machine=f"{platform.machine()} {platform.system()}",
-                commit=_commit(), minutes=(time.time() - t0) / 60)
+                commit=_git_state(), minutes=(time.time() - t0) / 60)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "racing_heavy_tails.json").write_text(json.dumps({"meta": meta, "battery": bat, "light": lig},
