@@ -278,8 +278,12 @@ def test_data_space_control_variate_in_racing_mh():
     mcse = float(az.mcse(idata, var_names=["mu"])["mu"])
     assert abs(float(idata.posterior["mu"].mean()) - mean) < 4 * mcse
     assert abs(float(idata.posterior["mu"].std()) / sd - 1) < 0.15
-    # a Gaussian likelihood is quadratic in the data: the residual rewards are constant
-    assert float(idata.sample_stats["num_likelihood_evals"].mean()) <= 2 * 50 + 1e-6
+    # a Gaussian likelihood is quadratic in the data: the residual rewards are constant up to
+    # float32 rounding, so races stop after the first 50 points (the heavy-tail guard may hold a
+    # rare race one stage when the rounding noise looks skewed: 100.05 on average here)
+    evals = np.asarray(idata.sample_stats["num_likelihood_evals"])
+    assert np.median(evals) == 2 * 50
+    assert evals.mean() <= 2 * 50 * 1.01
 
 
 def test_data_sharded_over_four_host_devices():
