@@ -14,9 +14,7 @@ from subsample_mcmc import RacingGibbs, RacingMH
 
 N = 4000
 RNG = np.random.default_rng(11)
-# TODO(NumPy inputs): pass the float64 NumPy array itself once model.py indexes NumPy data
-# with traced indices (the fix is in progress); jnp until then so this module tests cost only
-Y = jnp.asarray(RNG.normal(0.7, 1.0, N))
+Y = RNG.normal(0.7, 1.0, N)  # a float64 NumPy array, as users pass
 SCALES = np.array([0.5, 1.0, 2.0])
 
 

@@ -19,10 +19,8 @@ RNG = np.random.default_rng(0)
 
 
 def _data(x):
-    # Users pass NumPy arrays; until the fix of ModelSubsampler's argument slicing for
-    # NumPy inputs (a TracerArrayConversionError, being fixed separately in model.py)
-    # is committed, the data go in as jnp arrays.  TODO: return np.asarray(x, np.float32).
-    return jnp.asarray(x, jnp.float32)
+    # users pass NumPy arrays
+    return np.asarray(x, np.float32)
 
 
 # -- a hand-marginalised three-component mixture ------------------------------------------

@@ -28,7 +28,8 @@ from numpyro.util import is_prng_key
 from ..racing import METHODS, sample_discrete
 from ..racing.race import run_at_most_once
 from .control import DataSpaceControlVariate
-from .model import ModelSubsampler
+from .mh import RacingMH
+from .model import ModelSubsampler, full_data_model
 
 __all__ = ["RacingGibbs", "RacingGibbsState"]
 
@@ -83,7 +84,11 @@ class RacingGibbs(MCMCKernel):
 
     @property
     def model(self):
-        return self._model
+        """The model with its subsample plates at full size
+        (:class:`~subsample_mcmc.numpyro.model.FullDataModel`; the model itself when it
+        has none): what ArviZ's ``from_numpyro`` and ``numpyro.infer.log_likelihood``
+        replay.  It compares equal to the model passed to the constructor."""
+        return full_data_model(self._model)
 
     def _setup(self, model_args, model_kwargs):
         if self._ms is not None:
@@ -126,6 +131,9 @@ class RacingGibbs(MCMCKernel):
         if self.inner_kernel is None:
             return {}
         kw = self._inner_kwargs(model_kwargs, discrete)
+        if isinstance(self.inner_kernel, RacingMH):
+            # transforms only: its postprocess_fn may replay the model on all the data
+            return self.inner_kernel._setup(model_args, kw).constrain(inner_state.z)
         values = self.inner_kernel.get_constrain_fn(model_args, kw)(inner_state.z)
         return {k: values[k] for k in self._ms.continuous_sites}
 
@@ -204,9 +212,14 @@ class RacingGibbs(MCMCKernel):
             if hasattr(inner_state, "num_likelihood_evals"):
                 evals = evals + inner_state.num_likelihood_evals
         z = {**discrete, **({} if inner_state is None else inner_state.z)}
-        return RacingGibbsState(z, inner_state, evals, stages, key)
+        # int32 as at init, also under jax_enable_x64 (the scan carry must keep its dtype)
+        return RacingGibbsState(z, inner_state, jnp.asarray(evals, jnp.int32), jnp.asarray(stages, jnp.int32), key)
 
     def postprocess_fn(self, model_args, model_kwargs):
+        """The discrete values, the inner kernel's postprocessed values and the
+        deterministic sites, as NUTS returns them (without an inner kernel they come from
+        :meth:`ModelSubsampler.deterministic`: sites inside the data plate by one run of
+        the model on all the data per draw)."""
         model_kwargs = {} if model_kwargs is None else dict(model_kwargs)
         ms = self._setup(model_args, model_kwargs)
 
@@ -217,6 +230,8 @@ class RacingGibbs(MCMCKernel):
                 inner_z = {k: v for k, v in z.items() if k not in discrete}
                 kw = self._inner_kwargs(model_kwargs, discrete)
                 out.update(self.inner_kernel.postprocess_fn(model_args, kw)(inner_z))
+            else:
+                out.update(ms.deterministic(discrete, model_args, model_kwargs))
             return out
 
         return fn

@@ -723,7 +723,26 @@ class RacingMH(MCMCKernel):
                 da = jax.tree.map(lambda a, b: jnp.where(finish, a, b), _DA_INIT(jnp.log(step)), da)
         return step, inv_mass, da, wf
 
+    @property
+    def model(self):
+        """The model with its subsample plates at full size
+        (:class:`~subsample_mcmc.numpyro.model.FullDataModel`; the model itself when it
+        has none).  ArviZ's ``from_numpyro`` and ``numpyro.infer.log_likelihood`` replay
+        it, so pointwise log-likelihoods of HMCECS-style models cover all N points.
+        It compares equal to the model passed to the constructor."""
+        from .model import full_data_model
+
+        return full_data_model(self._model)
+
+    @model.setter
+    def model(self, model):
+        self._model = model
+
     def postprocess_fn(self, model_args, model_kwargs):
+        """Constrained values and the deterministic sites, as NUTS returns them: sites
+        inside the data plate (and outside it but depending on the data) come from one
+        run of the model on all the data per draw (O(N), as with NUTS), the others from
+        a run on one datum (see :meth:`ModelSubsampler.deterministic`)."""
         model_kwargs = {} if model_kwargs is None else model_kwargs
         ms = self._setup(model_args, model_kwargs)
 
@@ -758,8 +777,9 @@ class RacingMH(MCMCKernel):
         return jax.vmap(one)(state) if getattr(self, "_vectorized", False) else one(state)
 
     def wrap_model(self, wrapper):
+        """A copy running on ``wrapper(model)`` (NumPyro's composable-kernel API)."""
         new = copy.copy(self)
-        new.model = wrapper(self.model)
+        new.model = wrapper(self._model)
         new._subsampler = None
         new._unravel = None
         return new

@@ -9,26 +9,72 @@ code itself and no second hand-written copy of it:
   ``log p(y_n | theta)`` of the observed sites inside the data plate, for the data
   points ``idx`` only;
 * ``log_prior(values)``: every other log-density term (latent sites, observed sites
-  outside the data plate), evaluated on a single datum so that it costs O(1) in N.
+  outside the data plate), evaluated on a single datum so that it costs O(1) in N;
+* ``deterministic(values)``: the deterministic sites, as NUTS returns them.
 
 Model contract
 --------------
 * **Plain models** -- ``with numpyro.plate("data", N): numpyro.sample("y", ..., obs=y)``.
-  The data plate's indices are replaced by ``idx`` and every model argument (positional
-  or keyword) that is an array whose leading dimension equals N is indexed by ``idx``
-  along axis 0, so the model computes the likelihood of ``idx`` only.  Arrays of
-  leading size N that are *not* per-datum data must therefore not be passed as
-  arguments (close over them instead).
+  The data plate's indices are replaced by ``idx`` and every *per-datum argument* is
+  indexed by ``idx`` along axis 0, so the model computes the likelihood of ``idx`` only.
+  A per-datum argument is any leaf, at any depth of the positional or keyword arguments
+  (dicts, lists, tuples, named tuples and other JAX pytrees are searched), whose leading
+  dimension is N: a JAX array, a NumPy array (any float or int dtype, e.g. pandas
+  ``.values``; converted with ``jnp.asarray``) or a python list of length N (converted
+  to an array).  Python scalars, ``None`` and arrays of another leading size are passed
+  unchanged.  Consequently
+
+  - arrays of leading size N that are *not* per-datum data must not be passed as
+    arguments (close over them instead);
+  - per-datum data must not be closed over (read from a global), nor hidden in an
+    object that is not a pytree: the kernels could not index it;
+  - the model must be *subsample-consistent*: the log-likelihood of datum n may not
+    depend on which other data points are evaluated with it, and nothing outside the
+    data plate may depend on the per-datum arguments (statistics such as
+    ``x.mean(0)``, ``x.std(0)``, ``len(y)`` computed inside the model would be computed
+    on the subset).  Standardise and compute such statistics once, outside the model,
+    and pass them as arguments (N itself as a python ``int``);
+  - pandas ``DataFrame``/``Series`` arguments are refused: pass ``.to_numpy()``.
+
+  ``ModelSubsampler`` checks this once, at construction, by comparing the model run on
+  all the data (one jitted pass, like the prototype trace) with the model run on a
+  3-point subset and on the 1-point subset ``log_prior`` uses: an observed site whose
+  value does not shrink with the subset (closed-over data), a per-datum log-likelihood
+  that differs from its full-data value (whole-data statistics), a log-density term
+  outside the plate that changes with the points read, or a model that fails on a
+  subset all raise a ``ValueError`` naming the site and the fix.  Deterministic sites
+  outside the plate that change are computed on all the data (see below).
+* **Models that index their data themselves** --
+  ``with numpyro.plate("data", N) as idx: numpyro.sample("y", ..., obs=y[idx])``: the
+  check above finds that indexing the arguments too would read the wrong rows, and
+  the arguments are left alone (as for HMCECS models); the plate's indices do the work.
 * **HMCECS models** -- ``numpyro.plate("data", N, subsample_size=b)`` with
   ``numpyro.subsample(data, event_dim=...)``: the plate's indices are replaced by ``idx``
-  and NumPyro itself subsamples the data; arguments are left alone.
+  and NumPyro itself subsamples the data; arguments are left alone (NumPy arrays of
+  leading size N become JAX arrays so that traced indices can index them).
+  :func:`full_data_model` gives the same model with its subsample plates at full size;
+  it is the kernels' ``model`` attribute, which ArviZ's ``from_numpyro`` and
+  ``numpyro.infer.log_likelihood`` replay, so pointwise log-likelihoods have shape
+  ``[chains, draws, N]``.
 * One plate holding observed sites is the data plate; with several candidates,
-  ``data_plate=`` picks one (its absence is an error naming the candidates).  Latent
-  sample sites inside the data plate (local latent variables) are not supported.
+  ``data_plate=`` picks one (its absence is an error naming the candidates).  Observed
+  sites of the other plates are not subsampled: when they read per-datum arguments of
+  the data plate, their log-density is evaluated on all the data at every step (O(N)).
+* Not supported, each a ``ValueError`` naming the site: latent sample sites inside the
+  data plate (local latent variables), and sites marked
+  ``infer={"enumerate": "parallel"}`` (enumeration is not implemented; a dropped
+  enumerated site would silently evaluate the likelihood at one random assignment).
+  Marginalise local discrete variables by hand (``dist.MixtureSameFamily``) or use
+  NumPyro's NUTS with enumeration / ``DiscreteHMCGibbs`` on all the data.
+* Deterministic sites are returned as NUTS returns them: those inside the data plate
+  (and those outside it that depend on the data) are computed by one run of the model
+  on all the data per posterior draw (O(N), as with NUTS), the others on one datum.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 from typing import Optional
 
 import jax
@@ -39,7 +85,12 @@ from numpyro.distributions import biject_to
 from numpyro.infer.gibbs import GIBBS_SITES_KWARG
 from numpyro.primitives import Messenger
 
-__all__ = ["ModelSubsampler", "PlateIndices"]
+try:  # where numpyro.infer.gibbs.conditioned puts the user's model
+    from numpyro.infer.gibbs import _conditioned_model
+except ImportError:  # pragma: no cover - other NumPyro versions
+    _conditioned_model = None
+
+__all__ = ["FullDataModel", "FullDataPlate", "ModelSubsampler", "PlateIndices", "full_data_model"]
 
 
 class PlateIndices(Messenger):
@@ -55,25 +106,125 @@ class PlateIndices(Messenger):
             msg["args"] = (self.size, int(self.indices.shape[0]))
 
 
+class FullDataPlate(Messenger):
+    """Run subsampled plates (``plate(name, N, subsample_size=b)``) at their full size N.
+
+    ``numpyro.subsample`` then returns the whole data and the plate's log-density scale
+    is 1, so the model computes the full-data likelihood.
+
+    Args:
+        fn: the model (or use as a context manager).
+        names: plate names to expand (default: every subsampled plate).
+    """
+
+    def __init__(self, fn=None, names=None):
+        self.names = None if names is None else frozenset(names)
+        super().__init__(fn)
+
+    def process_message(self, msg):
+        if msg["type"] != "plate" or (self.names is not None and msg["name"] not in self.names):
+            return
+        size, sub = msg["args"]
+        if sub is not None and sub != size:
+            msg["args"] = (size, size)
+            msg["value"] = jnp.arange(size)
+
+
+class FullDataModel:
+    """``model`` run under :class:`FullDataPlate`: the same model, whole data.
+
+    It is what the kernels expose as ``kernel.model`` (read by ArviZ's ``from_numpyro``
+    and usable with ``numpyro.infer.log_likelihood`` or ``Predictive``).  For models
+    without a subsample plate it behaves exactly as ``model``.  It compares equal to
+    ``model`` (NumPyro's ``Gibbs`` checks that its blocks share one model).
+    """
+
+    def __init__(self, model):
+        self.model = model
+        self.__wrapped__ = model
+        self.__name__ = getattr(model, "__name__", type(self).__name__)
+        self.__doc__ = getattr(model, "__doc__", None)
+
+    def __call__(self, *args, **kwargs):
+        with FullDataPlate():
+            return self.model(*args, **kwargs)
+
+    def __eq__(self, other):
+        other = other.model if isinstance(other, FullDataModel) else other
+        return self.model == other
+
+    def __hash__(self):
+        return hash(self.model)
+
+    def __repr__(self):
+        return f"FullDataModel({self.model!r})"
+
+
+def full_data_model(model):
+    """``model`` with its subsample plates at full size (see :class:`FullDataModel`)."""
+    return model if model is None or isinstance(model, FullDataModel) else FullDataModel(model)
+
+
 def _leading(x, n: int) -> bool:
     return hasattr(x, "shape") and len(np.shape(x)) >= 1 and np.shape(x)[0] == n
+
+
+def _is_pandas(x) -> bool:
+    return type(x).__module__.split(".")[0] == "pandas"
+
+
+def _as_array(x, n: int):
+    """A per-datum leaf as an array JAX can index with traced indices (else ``x``)."""
+    if isinstance(x, list):
+        try:
+            arr = np.asarray(x)
+        except (ValueError, TypeError):
+            return x
+        return jnp.asarray(arr) if arr.dtype.kind in "biufc" and arr.ndim >= 1 else x
+    if isinstance(x, np.ndarray) and x.ndim >= 1 and x.shape[0] == n and x.dtype.kind in "biufc":
+        return jnp.asarray(x)
+    return x
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0][:300] if text else ""
+
+
+def _failing_site(exc: BaseException) -> Optional[str]:
+    """Name of the NumPyro site statement during which ``exc`` was raised, if any."""
+    tb, name = exc.__traceback__, None
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_globals.get("__name__") == "numpyro.primitives" and frame.f_code.co_name in (
+                "sample", "deterministic", "factor", "param"):
+            name = frame.f_locals.get("name", name)
+        tb = tb.tb_next
+    return name
 
 
 class ModelSubsampler:
     """Inspect ``model`` once; evaluate its likelihood on subsets of the data plate.
 
     Args:
-        model: a NumPyro model.
+        model: a NumPyro model (a :class:`FullDataModel` is unwrapped).
         model_args, model_kwargs: arguments used to inspect the model.
         data_plate: name of the data plate when several plates hold observed sites.
 
     Raises:
         ValueError: no plate holds an observed site; several do and ``data_plate`` is
-            missing or unknown; a latent site lives inside the data plate.
+            missing or unknown; a latent site lives inside the data plate; a site is
+            marked for enumeration; a pandas object is passed as per-datum data; the
+            model is not subsample-consistent (see the module docstring: closed-over
+            data, whole-data statistics computed inside the model, a prior that depends
+            on the data).
     """
 
     def __init__(self, model, model_args=(), model_kwargs=None, data_plate: Optional[str] = None):
+        if isinstance(model, FullDataModel):
+            model = model.model
         self.model = model
+        model_args = tuple(model_args)
         model_kwargs = dict(model_kwargs or {})
         proto = handlers.trace(handlers.seed(model, 0)).get_trace(*model_args, **model_kwargs)
         plates = {n: s for n, s in proto.items() if s["type"] == "plate"}
@@ -110,32 +261,105 @@ class ModelSubsampler:
         self.size = int(size)
         self.subsample_style = sub is not None and sub != size
         self.data_sites = tuple(observed_in[data_plate])
-        latent = {n: s for n, s in proto.items() if s["type"] == "sample" and not s["is_observed"]
-                  and not s.get("infer", {}).get("enumerate") == "parallel"}
-        local = [n for n, s in latent.items() if any(f.name == data_plate for f in s["cond_indep_stack"])]
+
+        def in_plate(site):
+            return any(f.name == data_plate for f in site["cond_indep_stack"])
+
+        latent = {n: s for n, s in proto.items() if s["type"] == "sample" and not s["is_observed"]}
+        enumerated = [n for n, s in latent.items() if (s.get("infer") or {}).get("enumerate")]
+        if enumerated:
+            where = "inside" if any(in_plate(latent[n]) for n in enumerated) else "outside"
+            raise ValueError(
+                f"sites {enumerated} ({where} the data plate {data_plate!r}) are marked "
+                "infer={'enumerate': 'parallel'}: RacingMH and RacingGibbs do not enumerate discrete "
+                "sites, and a subsampled likelihood would be evaluated at one random assignment "
+                "instead of being marginalised. Marginalise them by hand, e.g. for a mixture "
+                "numpyro.sample('y', dist.MixtureSameFamily(dist.Categorical(probs=w), "
+                "dist.Normal(loc, scale)), obs=y), or use NumPyro's NUTS/HMC (which enumerate "
+                "them) or DiscreteHMCGibbs on all the data. A global discrete site (outside the "
+                "data plate) can instead be drawn by RacingGibbs: remove its 'enumerate' annotation."
+            )
+        local = [n for n, s in latent.items() if in_plate(s)]
         if local:
             raise ValueError(
-                f"latent sites {local} live inside the data plate {data_plate!r}; local latent "
-                "variables cannot be subsampled (marginalise them or move them out of the plate)"
+                f"latent sites {local} are sampled inside the data plate {data_plate!r} (local "
+                "latent variables, one per datum): the racing kernels subsample the data plate and "
+                "cannot update them. Marginalise them out in the model (a discrete assignment e.g. "
+                "with dist.MixtureSameFamily), move them out of the plate, or use NumPyro's NUTS "
+                "(with infer={'enumerate': 'parallel'} for discrete sites) or DiscreteHMCGibbs on "
+                "all the data."
             )
         self.latent_sites = tuple(latent)
         self.discrete_sites = tuple(n for n, s in latent.items() if s["fn"].support.is_discrete)
         self.continuous_sites = tuple(n for n in latent if n not in self.discrete_sites)
         self.transforms = {n: biject_to(latent[n]["fn"].support) for n in self.continuous_sites}
         self.prototype_trace = proto
+        # deterministic sites computed by one run on all the data (see `deterministic`)
+        self.full_data_deterministic = tuple(
+            n for n, s in proto.items() if s["type"] == "deterministic" and in_plate(s))
+        # plain plates: per-datum arguments are indexed (unless the model turns out to index
+        # them itself with the plate's indices, `with plate(...) as idx: y[idx]`)
+        self.index_arguments = not self.subsample_style
+        self.full_data_prior_sites = ()  # observed sites outside the data plate read on all data
+        self._check_argument_types(model_args, model_kwargs)
+        self._check_subsample_consistency(model_args, model_kwargs)
 
     # -- argument handling --------------------------------------------------------
-    def _slice(self, idx, model_args, model_kwargs):
-        if self.subsample_style:
-            return model_args, model_kwargs
+    def _argument_names(self, model_args, model_kwargs):
+        """``(name, value)`` of every argument, names from the model's signature."""
+        fn = self.model
+        if _conditioned_model is not None and isinstance(fn, functools.partial) and fn.func is _conditioned_model:
+            fn = fn.args[0]
+        try:
+            params = [p for p in inspect.signature(fn).parameters.values()
+                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        except (TypeError, ValueError):
+            params = []
+        names = [params[i].name if i < len(params) else f"args[{i}]" for i in range(len(model_args))]
+        return list(zip(names, model_args)) + [(k, v) for k, v in model_kwargs.items() if k != GIBBS_SITES_KWARG]
+
+    def _check_argument_types(self, model_args, model_kwargs):
+        n = self.size
+        for name, value in self._argument_names(model_args, model_kwargs):
+            leaves = jax.tree_util.tree_flatten_with_path(value, is_leaf=_is_pandas)[0]
+            for path, leaf in leaves:
+                if _is_pandas(leaf) and _leading(leaf, n):
+                    full = name + jax.tree_util.keystr(path)
+                    raise ValueError(
+                        f"argument {full!r} is a pandas {type(leaf).__name__} with N={n} rows: pass "
+                        f"{full}.to_numpy() (or .values) instead; per-datum arrays are indexed along "
+                        "their leading dimension, which pandas objects do not support"
+                    )
+
+    def _map_data(self, fn, model_args, model_kwargs):
+        n = self.size
+
+        def is_leaf(v):
+            return isinstance(v, list) and len(v) == n
+
+        args = tuple(jax.tree.map(fn, a, is_leaf=is_leaf) for a in model_args)
+        kwargs = {k: (v if k == GIBBS_SITES_KWARG else jax.tree.map(fn, v, is_leaf=is_leaf))
+                  for k, v in model_kwargs.items()}
+        return args, kwargs
+
+    def _full_args(self, model_args, model_kwargs):
+        """Arguments with NumPy/list per-datum leaves as JAX arrays, not indexed."""
+        n = self.size
+        return self._map_data(lambda x: _as_array(x, n), model_args, dict(model_kwargs or {}))
+
+    def _slice(self, idx, model_args, model_kwargs, index: Optional[bool] = None):
+        """The arguments for the data points ``idx``: per-datum leaves indexed along axis 0
+        (plain models), or only converted to JAX arrays (HMCECS-style models, and models
+        that index their data with the plate's indices themselves; ``index`` overrides)."""
+        if not (self.index_arguments if index is None else index):
+            return self._full_args(model_args, model_kwargs)
         n = self.size
 
         def take(x):
-            return x[idx] if _leading(x, n) else x
+            x = _as_array(x, n)
+            return x[idx] if _leading(x, n) and not isinstance(x, list) else x
 
-        args = tuple(jax.tree.map(take, a) if not isinstance(a, dict) else a for a in model_args)
-        kwargs = {k: (v if k == GIBBS_SITES_KWARG else jax.tree.map(take, v)) for k, v in model_kwargs.items()}
-        return args, kwargs
+        return self._map_data(take, model_args, dict(model_kwargs or {}))
 
     def _trace(self, values, idx, model_args, model_kwargs):
         args, kwargs = self._slice(idx, model_args, dict(model_kwargs or {}))
@@ -143,27 +367,27 @@ class ModelSubsampler:
         model = PlateIndices(model, name=self.plate, indices=idx, size=self.size)
         return handlers.trace(model).get_trace(*args, **kwargs)
 
+    def full_trace(self, values, model_args=(), model_kwargs=None):
+        """Trace of the model on all the data (subsample plates at full size) at ``values``."""
+        args, kwargs = self._full_args(model_args, model_kwargs)
+        model = handlers.substitute(handlers.seed(FullDataPlate(self.model), 0), data=values)
+        return handlers.trace(model).get_trace(*args, **kwargs)
+
+    def _plate_dim(self, site) -> int:
+        return [f.dim for f in site["cond_indep_stack"] if f.name == self.plate][0]
+
     def _per_datum(self, site, m: int):
         lp = site["fn"].log_prob(site["value"])
         if site.get("mask") is not None:
             lp = jnp.where(site["mask"], lp, 0.0)
-        dim = [f.dim for f in site["cond_indep_stack"] if f.name == self.plate][0]
+        dim = self._plate_dim(site)
         lp = jnp.broadcast_to(lp, jnp.broadcast_shapes(jnp.shape(lp), (m,) + (1,) * (-dim - 1)))
         lp = jnp.moveaxis(lp, dim, 0)
         return lp.reshape(m, -1).sum(1)
 
-    # -- the two functions the kernels need -----------------------------------------
-    def log_likelihood(self, values, idx, model_args=(), model_kwargs=None):
-        """``[len(idx)]`` per-datum log-likelihoods at constrained ``values``."""
-        idx = jnp.asarray(idx)
-        tr = self._trace(values, idx, model_args, model_kwargs)
-        m = idx.shape[0]
-        return sum(self._per_datum(tr[name], m) for name in self.data_sites)
-
-    def log_prior(self, values, model_args=(), model_kwargs=None):
-        """All log-density terms outside the data plate's observed sites (O(1) in N)."""
-        tr = self._trace(values, jnp.zeros((1,), jnp.int32), model_args, model_kwargs)
-        total = jnp.zeros(())
+    def _prior_terms(self, tr) -> dict:
+        """Log-density of every sample site outside the data plate's observed sites."""
+        terms = {}
         for name, site in tr.items():
             if site["type"] != "sample" or name in self.data_sites:
                 continue
@@ -172,14 +396,218 @@ class ModelSubsampler:
                 if site.get("mask") is not None:
                     lp = jnp.where(site["mask"], lp, 0.0)
                 scale = site.get("scale")
-                total = total + (jnp.sum(lp) if scale is None else scale * jnp.sum(lp))
+                terms[name] = jnp.sum(lp) if scale is None else scale * jnp.sum(lp)
+        return terms
+
+    # -- the setup checks (once, O(1) in N) ---------------------------------------------
+    def _hint(self) -> str:
+        return (
+            f"The kernels evaluate the model on subsets of the data plate {self.plate!r}: every "
+            "per-datum array must reach the model as a model argument (positional or keyword, "
+            f"possibly inside a dict, list or tuple) whose leading dimension is N={self.size}, "
+            "which the kernels index. Data read from a global variable (closed over), held in "
+            "an object that is not a JAX pytree, or laid out along another leading dimension "
+            "is not indexed: pass it as such an argument, or subsample it yourself with "
+            "numpyro.subsample(data, event_dim=...) inside numpyro.plate(..., subsample_size=...)."
+        )
+
+    def _subset_evaluation(self, values, idx, model_args, model_kwargs, index=None):
+        """Per-site per-datum log-likelihoods, prior terms and deterministic values on the
+        subset ``idx`` (traceable), with the shape checks that name the offending site."""
+        m, n = int(idx.shape[0]), self.size
+        args, kwargs = self._slice(idx, model_args, dict(model_kwargs or {}), index=index)
+        model = handlers.substitute(handlers.seed(self.model, 0), data=values)
+        tracer = handlers.trace(PlateIndices(model, name=self.plate, indices=idx, size=n))
+        try:
+            tr = tracer.get_trace(*args, **kwargs)
+        except Exception as e:  # noqa: BLE001 - re-raised with the hint
+            site, done = _failing_site(e), [k for k in tracer.trace if tracer.trace[k]["type"] != "plate"]
+            at = f" at site {site!r}" if site else (f" after site {done[-1]!r}" if done else "")
+            statistics = (
+                " A model that computes statistics over its per-datum arguments (x.mean(0), "
+                "x.std(0), a standardisation) fails on one datum, which is how the kernels "
+                "evaluate everything outside the data plate: standardise / compute such "
+                "statistics once outside the model and pass the results as arguments."
+                if m == 1 else "")
+            raise ValueError(
+                f"evaluating the model on {m} of the N={n} points of the data plate {self.plate!r} "
+                f"failed{at} ({type(e).__name__}: {_first_line(e)}). {self._hint()}{statistics}"
+            ) from e
+        lls = {}
+        for name in self.data_sites:
+            site = tr[name]
+            dim = self._plate_dim(site)
+            event_dim = len(site["fn"].event_shape)
+
+            def check_shape(what, shape, axis, name=name):
+                if len(shape) >= -axis and shape[axis] not in (m, 1):
+                    raise ValueError(
+                        f"observed site {name!r} has {shape[axis]} entries along the data plate "
+                        f"{self.plate!r} in its {what} (shape {shape}) when the model is evaluated "
+                        f"on {m} of its N={n} points: its data is not indexed by the kernels. "
+                        + self._hint()
+                    )
+
+            check_shape("observed value", jnp.shape(site["value"]), dim - event_dim)
+            try:
+                lp = site["fn"].log_prob(site["value"])
+            except Exception as e:  # noqa: BLE001 - re-raised with the hint
+                raise ValueError(
+                    f"observed site {name!r} (observed value of shape {jnp.shape(site['value'])}) cannot "
+                    f"be evaluated on {m} of the N={n} points of the data plate {self.plate!r} "
+                    f"({type(e).__name__}: {_first_line(e)}). {self._hint()}"
+                ) from e
+            check_shape("log-density", jnp.shape(lp), dim)
+            lls[name] = self._per_datum(site, m)
+        det = {k: s["value"] for k, s in tr.items() if s["type"] == "deterministic"}
+        return lls, self._prior_terms(tr), det
+
+    def _evaluate(self, values, subsets, model_args, model_kwargs, index, reference):
+        """One jitted evaluation (eager ops would compile one by one) of the model on all
+        the data (``reference``) and on each subset; a subset's ``ValueError`` is returned,
+        not raised."""
+        n, errors = self.size, {}
+
+        def evaluate(values):
+            out = {}
+            if reference:
+                tr = self.full_trace(values, model_args, model_kwargs)
+                out["all"] = ({k: self._per_datum(tr[k], n) for k in self.data_sites}, self._prior_terms(tr),
+                              {k: s["value"] for k, s in tr.items() if s["type"] == "deterministic"})
+            for key, idx in subsets.items():
+                try:
+                    out[key] = self._subset_evaluation(values, jnp.asarray(np.asarray(idx, np.int32)),
+                                                       model_args, model_kwargs, index=index)
+                except ValueError as e:
+                    errors[key], out[key] = e, None
+            return out
+
+        return jax.device_get(jax.jit(evaluate)(values)), errors
+
+    def _check_subsample_consistency(self, model_args, model_kwargs):
+        """Compare the model evaluated on all the data with the model evaluated on a 3-point
+        subset (in shuffled order) and on the 1-point subset ``log_prior`` uses: the
+        per-datum log-likelihoods of the 3 points, the terms outside the data plate and the
+        deterministic sites outside it must agree.  One compilation and one pass over the
+        data, once, at construction (as the prototype trace).  A plain-plate model that
+        only agrees when its arguments are *not* indexed indexes its data with the plate's
+        indices itself (``with plate(...) as idx: y[idx]``): it is then run that way."""
+        n = self.size
+        if n < 4 or any(isinstance(v, jax.core.Tracer) for v in jax.tree.leaves((model_args, model_kwargs))):
+            return
+        a = [(4 * n) // 5, n // 5, n // 2]
+        subsets = {"a": a, "one": [0]}
+        with jax.ensure_compile_time_eval():
+            proto = self.prototype_trace
+            values = {k: proto[k]["value"] for k in self.latent_sites}
+            if any(isinstance(v, jax.core.Tracer) for v in jax.tree.leaves(values)):  # traced setup
+                proto = handlers.trace(handlers.seed(self.model, 0)).get_trace(*model_args, **model_kwargs)
+                values = {k: proto[k]["value"] for k in self.latent_sites}
+            if any(isinstance(v, jax.core.Tracer) for v in jax.tree.leaves(values)):
+                return
+            res, errors = self._evaluate(values, subsets, model_args, model_kwargs, self.index_arguments, True)
+            ll_all, prior_all, det_all = res["all"]
+            problem = self._likelihood_problem(res["a"], errors.get("a"), ll_all, a)
+            if problem is not None and self.index_arguments:
+                res2, errors2 = self._evaluate(values, subsets, model_args, model_kwargs, False, False)
+                if self._likelihood_problem(res2["a"], errors2.get("a"), ll_all, a) is None:
+                    self.index_arguments, res, errors, problem = False, res2, errors2, None
+        if problem is not None:
+            raise problem
+
+        def changed(u, v):
+            u, v = np.asarray(u), np.asarray(v)
+            return u.shape != v.shape or not np.allclose(u, v, rtol=1e-4, atol=1e-6 * (1 + np.nanmax(
+                np.abs(np.where(np.isfinite(u), u, 0)), initial=0.0)), equal_nan=True)
+
+        def check_prior(prior, m):
+            moved = [k for k in prior if k in prior_all and changed(prior[k], prior_all[k])]
+            # observed sites of another plate that read the indexed arguments: evaluated on
+            # all the data (that plate is not subsampled), see `log_prior`
+            observed = tuple(k for k in moved if k not in self.latent_sites)
+            self.full_data_prior_sites = tuple(dict.fromkeys(self.full_data_prior_sites + observed))
+            moved = [k for k in moved if k in self.latent_sites]
+            if moved:
+                raise ValueError(
+                    f"{moved} (log-density terms outside the data plate {self.plate!r}) depends on the "
+                    f"data points read ({[float(prior[k]) for k in moved]} when the model is evaluated "
+                    f"on {m} point(s), {[float(prior_all[k]) for k in moved]} on all N={n}): the "
+                    "kernels evaluate everything outside the plate on a single datum, so priors may "
+                    "not use per-datum arguments (statistics such as y.std() or len(y)). Compute "
+                    "such statistics outside the model and pass them as separate arguments (N as a "
+                    "python int)."
+                )
+
+        check_prior(res["a"][1], len(a))
+        if "one" in errors:
+            raise errors["one"]
+        check_prior(res["one"][1], 1)  # log_prior evaluates on one datum
+        # deterministic sites outside the plate that depend on the data: computed on all data
+        det_1 = res["one"][2]
+        dependent = [k for k, v in det_all.items() if k not in self.full_data_deterministic and (
+            k not in det_1 or changed(det_1[k], v))]
+        self.full_data_deterministic = self.full_data_deterministic + tuple(dependent)
+
+    def _likelihood_problem(self, result, error, ll_all, idx) -> Optional[ValueError]:
+        """Why the per-datum log-likelihoods on the subset ``idx`` disagree with those on
+        all the data (``None`` when they agree)."""
+        if error is not None:
+            return error
+        for name in self.data_sites:
+            sub, full = np.asarray(result[0][name], np.float64), np.asarray(ll_all[name], np.float64)[idx]
+            scale = 1.0 + np.nanmax(np.abs(np.where(np.isfinite(full), full, 0.0)), initial=0.0)
+            bad = ~np.isclose(sub, full, rtol=1e-3, atol=1e-5 * scale, equal_nan=True)
+            if bad.any():
+                j = int(np.argmax(bad))
+                return ValueError(
+                    f"the per-datum log-likelihood of observed site {name!r} at data index {idx[j]} is "
+                    f"{sub[j]:.6g} when the model is evaluated on {len(idx)} of the N={self.size} points "
+                    f"of the data plate {self.plate!r} but {full[j]:.6g} on all of them: it depends on "
+                    "the other data points evaluated with it. The model computes statistics over its "
+                    "per-datum arguments (e.g. x.mean(0), x.std(0), a standardisation, len(y)), but "
+                    "the kernels evaluate it on subsets of the data. Standardise the data / compute "
+                    "such statistics once outside the model and pass the results as arguments."
+                )
+        return None
+
+    # -- the functions the kernels need ----------------------------------------------
+    def log_likelihood(self, values, idx, model_args=(), model_kwargs=None):
+        """``[len(idx)]`` per-datum log-likelihoods at constrained ``values``."""
+        idx = jnp.asarray(idx)
+        tr = self._trace(values, idx, model_args, model_kwargs)
+        m = idx.shape[0]
+        return sum(self._per_datum(tr[name], m) for name in self.data_sites)
+
+    def log_prior(self, values, model_args=(), model_kwargs=None):
+        """All log-density terms outside the data plate's observed sites, evaluated on one
+        datum (O(1) in N) -- except observed sites of other plates that read per-datum
+        arguments of the data plate (``full_data_prior_sites``, found at construction):
+        those plates are not subsampled, so their terms come from a run on all the data
+        (O(N) per evaluation)."""
+        tr = self._trace(values, jnp.zeros((1,), jnp.int32), model_args, model_kwargs)
+        terms = self._prior_terms(tr)
+        if self.full_data_prior_sites:
+            full = self._prior_terms(self.full_trace(values, model_args, model_kwargs))
+            terms.update({k: full[k] for k in self.full_data_prior_sites if k in full})
+        total = jnp.zeros(())
+        for term in terms.values():
+            total = total + term
         return total
 
     def deterministic(self, values, model_args=(), model_kwargs=None):
-        """Deterministic sites outside the data plate at ``values``."""
+        """Deterministic sites at constrained ``values``, as NUTS returns them.
+
+        Sites inside the data plate (full plate shape) and sites outside it that depend
+        on the data come from one run of the model on all the data (O(N), as NUTS's
+        ``postprocess_fn``); the others from a run on one datum (O(1)).
+        """
         tr = self._trace(values, jnp.zeros((1,), jnp.int32), model_args, model_kwargs)
-        return {n: s["value"] for n, s in tr.items() if s["type"] == "deterministic"
-                and not any(f.name == self.plate for f in s["cond_indep_stack"])}
+        out = {n: s["value"] for n, s in tr.items() if s["type"] == "deterministic"
+               and n not in self.full_data_deterministic}
+        if self.full_data_deterministic:
+            full = self.full_trace(values, model_args, model_kwargs)
+            out.update({n: full[n]["value"] for n in self.full_data_deterministic if n in full})
+        return out
 
     # -- unconstrained parameterisation ----------------------------------------------
     def constrain(self, unconstrained: dict) -> dict:

@@ -1,0 +1,448 @@
+"""What users pass to the NumPyro kernels: array types, containers, x64, enumerated and
+unsupported sites, data the kernels cannot index, deterministic sites, ArviZ.
+
+Each test is a regression test for a user-reported failure; MCMC runs are shared through
+module-scoped fixtures to keep the file fast (compilation dominates).
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import arviz as az
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+import pandas as pd
+import pytest
+from numpyro.diagnostics import effective_sample_size
+from numpyro.infer import MCMC, Predictive
+from numpyro.infer.util import constrain_fn
+
+from subsample_mcmc import RacingGibbs, RacingMH
+from subsample_mcmc.numpyro import ModelSubsampler
+
+N, P = 2000, 2
+PRIOR_SD = 5.0
+_rng = np.random.default_rng(0)
+X64 = _rng.normal(size=(N, P))
+Y64 = X64 @ np.array([0.5, -1.0]) + _rng.normal(size=N)
+X32, Y32 = X64.astype(np.float32), Y64.astype(np.float32)
+
+
+def _analytic_posterior(x, y, noise=1.0):
+    """Conjugate posterior of w in y ~ N(x w, noise^2), w ~ N(0, PRIOR_SD^2 I)."""
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    prec = x.T @ x / noise**2 + np.eye(x.shape[1]) / PRIOR_SD**2
+    cov = np.linalg.inv(prec)
+    return cov @ x.T @ y / noise**2, np.sqrt(np.diag(cov))
+
+
+def _assert_posterior_mean(mcmc, site, mean, sd, z_max=5.0):
+    """Posterior mean within z_max Monte Carlo standard errors (ESS-based) of `mean`."""
+    draws = np.asarray(mcmc.get_samples(group_by_chain=True)[site], np.float64)
+    ess = np.maximum(np.asarray(effective_sample_size(draws)), 1.0)
+    mcse = draws.std(axis=(0, 1)) / np.sqrt(ess)
+    z = np.abs(draws.mean(axis=(0, 1)) - mean) / mcse
+    assert np.all(z < z_max), (z, draws.mean(axis=(0, 1)), mean)
+    assert np.all(np.abs(draws.std(axis=(0, 1)) / sd - 1) < 0.35), (draws.std(axis=(0, 1)), sd)
+
+
+# --------------------------------------------------------------------------- models
+def linreg(x, y=None):
+    w = numpyro.sample("w", dist.Normal(0.0, PRIOR_SD).expand([x.shape[1]]).to_event(1))
+    numpyro.deterministic("w_sum", w.sum())  # outside the data plate
+    with numpyro.plate("data", x.shape[0]):
+        mu = numpyro.deterministic("mu", x @ w)  # inside the data plate: [N] per draw
+        numpyro.sample("y", dist.Normal(mu, 1.0), obs=y)
+
+
+def list_model(x, y=None):
+    x = jnp.asarray(x)
+    w = numpyro.sample("w", dist.Normal(0.0, PRIOR_SD).expand([x.shape[1]]).to_event(1))
+    with numpyro.plate("data", x.shape[0]):
+        numpyro.sample("y", dist.Normal(x @ w, 1.0), obs=None if y is None else jnp.asarray(y))
+
+
+def dict_model(data):
+    x = data["x"]
+    w = numpyro.sample("w", dist.Normal(0.0, PRIOR_SD).expand([x.shape[1]]).to_event(1))
+    with numpyro.plate("data", x.shape[0]):
+        numpyro.sample("y", dist.Normal(x @ w, 1.0), obs=data.get("y"))
+
+
+def nested_model(*, data, noise):
+    x = data["covariates"]["x"]
+    w = numpyro.sample("w", dist.Normal(0.0, PRIOR_SD).expand([x.shape[1]]).to_event(1))
+    with numpyro.plate("data", x.shape[0]):
+        numpyro.sample("y", dist.Normal(x @ w, noise), obs=data["y"])
+
+
+def plate_indexed_model(x, y=None):
+    """Indexes its data with the plate's indices itself (runs unchanged with NUTS/HMCECS)."""
+    w = numpyro.sample("w", dist.Normal(0.0, PRIOR_SD).expand([x.shape[1]]).to_event(1))
+    with numpyro.plate("data", x.shape[0]) as idx:
+        numpyro.sample("y", dist.Normal(x[idx] @ w, 1.0), obs=None if y is None else y[idx])
+
+
+# ---------------------------------------------------------------- 1. input types
+INPUTS = {
+    "numpy_float64": (linreg, (X64, Y64), {}),
+    "numpy_float32": (linreg, (X32, Y32), {}),
+    "pandas_values": (linreg, (pd.DataFrame(X64).values, pd.Series(Y64).values), {}),
+    "keywords_numpy": (linreg, (), {"x": X64, "y": Y64}),
+    "python_lists": (list_model, (X64.tolist(), Y64.tolist()), {}),
+    "dict_positional": (dict_model, ({"x": X32, "y": jnp.asarray(Y64)},), {}),
+    "nested_dict_keyword_and_scalar": (
+        nested_model, (), {"data": {"covariates": {"x": jnp.asarray(X64)}, "y": Y64}, "noise": 1.0}),
+    # indexed twice before (arguments by the kernels, then by the model): silently wrong data
+    "model_indexes_with_plate_indices": (plate_indexed_model, (jnp.asarray(X64), jnp.asarray(Y64)), {}),
+    "model_indexes_with_plate_indices_numpy": (plate_indexed_model, (X64, Y64), {}),
+}
+
+
+@pytest.mark.parametrize("case", list(INPUTS))
+def test_per_datum_arguments_are_indexed_under_jit(case):
+    """Per-datum arrays of every supported kind are indexed at traced indices: the jitted
+    per-datum log-likelihood equals the closed form at those indices, the prior is untouched."""
+    model, args, kwargs = INPUTS[case]
+    ms = ModelSubsampler(model, args, kwargs)
+    w = jnp.array([0.3, -0.7])
+    idx = jnp.array([5, 17, N - 1, 3, 5])
+    ll = jax.jit(lambda w, idx: ms.log_likelihood({"w": w}, idx, args, kwargs))(w, idx)
+    resid = Y64[np.asarray(idx)] - X64[np.asarray(idx)] @ np.asarray(w, np.float64)
+    np.testing.assert_allclose(np.asarray(ll), -0.5 * resid**2 - 0.5 * np.log(2 * np.pi), rtol=1e-4)
+    lp = jax.jit(lambda w: ms.log_prior({"w": w}, args, kwargs))(w)
+    np.testing.assert_allclose(float(lp), float(dist.Normal(0.0, PRIOR_SD).log_prob(w).sum()), rtol=1e-5)
+
+
+def test_pandas_objects_are_refused_with_a_hint():
+    with pytest.raises(ValueError, match=r"argument 'x'.*pandas.*to_numpy"):
+        MCMC(RacingMH(linreg), num_warmup=1, num_samples=1, progress_bar=False).run(
+            jax.random.PRNGKey(0), x=pd.DataFrame(X64), y=Y64)
+
+
+@pytest.fixture(scope="module")
+def mh_numpy():
+    """The reported failure: NumPy float64 arrays, positional, default settings."""
+    mcmc = MCMC(RacingMH(linreg), num_warmup=200, num_samples=400, progress_bar=False)
+    mcmc.run(jax.random.PRNGKey(1), X64, Y64)
+    return mcmc
+
+
+def test_numpy_inputs_racing_mh_matches_analytic_posterior(mh_numpy):
+    mean, sd = _analytic_posterior(X64, Y64)
+    _assert_posterior_mean(mh_numpy, "w", mean, sd)
+    # posterior predictive with y=None on NumPy inputs
+    s = mh_numpy.get_samples()
+    pred = Predictive(linreg, s)(jax.random.PRNGKey(2), X64)
+    assert pred["y"].shape == (400, N)
+    # 6. deterministic sites: inside the data plate with the full plate shape, as NUTS
+    assert s["mu"].shape == (400, N) and s["w_sum"].shape == (400,)
+    np.testing.assert_allclose(np.asarray(s["mu"]), np.asarray(s["w"]) @ X64.T.astype(np.float32),
+                               rtol=1e-4, atol=1e-4)
+
+
+@pytest.fixture(scope="module")
+def mh_dict_kwargs_sequential():
+    """Per-datum float32 NumPy arrays in a nested dict keyword argument, a python scalar,
+    two sequential chains (started from init_params to skip the mode search's compilation:
+    the proxy of this Gaussian likelihood is exact wherever it is expanded)."""
+    mcmc = MCMC(RacingMH(nested_model), num_warmup=200, num_samples=300, num_chains=2,
+                chain_method="sequential", progress_bar=False)
+    mcmc.run(jax.random.PRNGKey(3), data={"covariates": {"x": X32}, "y": Y32}, noise=1.0,
+             init_params={"w": jnp.array([[0.0, 0.0], [1.0, -2.0]])})
+    return mcmc
+
+
+def test_dict_keyword_inputs_racing_mh_matches_analytic_posterior(mh_dict_kwargs_sequential):
+    mean, sd = _analytic_posterior(X32, Y32)
+    _assert_posterior_mean(mh_dict_kwargs_sequential, "w", mean, sd)
+
+
+LOCS = jnp.array([0.0, 0.1, 0.2])
+
+
+def gibbs_model(y):
+    k = numpyro.sample("k", dist.Categorical(probs=jnp.ones(3) / 3))
+    with numpyro.plate("data", y.shape[0]):
+        loc = numpyro.deterministic("loc", LOCS[k] + jnp.zeros(y.shape[0]))
+        numpyro.sample("y", dist.Normal(loc, 1.0), obs=y)
+
+
+Y_GIBBS = np.asarray(jax.random.normal(jax.random.PRNGKey(5), (N,)), np.float64) + 0.1
+
+
+@pytest.fixture(scope="module")
+def gibbs_numpy():
+    """NumPy float64 data, two vectorized chains."""
+    mcmc = MCMC(RacingGibbs(gibbs_model), num_warmup=0, num_samples=200, num_chains=2,
+                chain_method="vectorized", progress_bar=False)
+    mcmc.run(jax.random.PRNGKey(4), Y_GIBBS)
+    return mcmc
+
+
+def test_numpy_inputs_racing_gibbs_follow_the_exact_posterior(gibbs_numpy):
+    lp = np.array([-0.5 * np.sum((Y_GIBBS - float(m)) ** 2) for m in LOCS])
+    p = np.exp(lp - lp.max())
+    p /= p.sum()
+    k = np.asarray(gibbs_numpy.get_samples()["k"])
+    freq = np.bincount(k, minlength=3) / k.size
+    assert 0.5 * np.abs(freq - p).sum() < 0.05 + 0.1  # delta + Monte Carlo noise of 400 draws
+    assert gibbs_numpy.get_samples(group_by_chain=True)["k"].shape == (2, 200)
+    # 6. a deterministic site inside the data plate, without an inner kernel
+    g = gibbs_numpy.get_samples()
+    assert g["loc"].shape == (400, N)
+    np.testing.assert_allclose(np.asarray(g["loc"][:, 0]), np.asarray(LOCS[g["k"]]))
+
+
+# ---------------------------------------------------------- 1. and 2.: x64, parallel
+X64_SCRIPT = textwrap.dedent("""
+    import json, os
+    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+    import jax
+    jax.config.update("jax_enable_x64", True)
+    import numpy as np, jax.numpy as jnp, numpyro, numpyro.distributions as dist
+    from numpyro.diagnostics import effective_sample_size
+    from numpyro.infer import MCMC
+    from subsample_mcmc import RacingGibbs, RacingMH
+    from subsample_mcmc.numpyro import ModelSubsampler
+
+    rng = np.random.default_rng(0)
+    n = 2000
+    x = rng.normal(size=(n, 2)); y = x @ np.array([0.5, -1.0]) + rng.normal(size=n)
+
+    def linreg(x, y=None):
+        w = numpyro.sample("w", dist.Normal(0.0, 5.0).expand([x.shape[1]]).to_event(1))
+        with numpyro.plate("data", x.shape[0]):
+            numpyro.sample("y", dist.Normal(x @ w, 1.0), obs=y)
+
+    out = {}
+    def part(name, fn):
+        try:
+            out[name] = fn()
+        except Exception as e:
+            out[name] = {"error": repr(e)[:1500]}
+
+    def unit():
+        res = {}
+        for dtype in (np.float32, np.float64):
+            args = (x.astype(dtype), y.astype(dtype))
+            ms = ModelSubsampler(linreg, args, {})
+            idx = jnp.array([3, 1999, 7])
+            ll = jax.jit(lambda w, i: ms.log_likelihood({"w": w}, i, args, {}))(jnp.array([0.3, -0.7]), idx)
+            ref = -0.5 * (y[[3, 1999, 7]] - x[[3, 1999, 7]] @ np.array([0.3, -0.7])) ** 2 - 0.5 * np.log(2 * np.pi)
+            res[dtype.__name__] = float(np.max(np.abs(np.asarray(ll) - ref)))
+        return res
+
+    def mh_parallel():
+        assert jax.local_device_count() == 2
+        m = MCMC(RacingMH(linreg), num_warmup=200, num_samples=300, num_chains=2,
+                 chain_method="parallel", progress_bar=False)
+        m.run(jax.random.PRNGKey(1), x, y, init_params={"w": jnp.array([[0.0, 0.0], [1.0, -2.0]])})
+        w = np.asarray(m.get_samples(group_by_chain=True)["w"])
+        prec = x.T @ x + np.eye(2) / 25.0
+        mean = np.linalg.solve(prec, x.T @ y)
+        mcse = w.std(axis=(0, 1)) / np.sqrt(np.maximum(effective_sample_size(w), 1.0))
+        return {"z": np.abs(w.mean(axis=(0, 1)) - mean).__truediv__(mcse).tolist(), "dtype": str(w.dtype)}
+
+    def gibbs_no_progress_bar():
+        locs = jnp.array([0.0, 0.1, 0.2])
+        def model(y):
+            k = numpyro.sample("k", dist.Categorical(probs=jnp.ones(3) / 3))
+            with numpyro.plate("data", y.shape[0]):
+                numpyro.sample("y", dist.Normal(locs[k], 1.0), obs=y)
+        yy = jax.random.normal(jax.random.PRNGKey(5), (n,)) + 0.1
+        m = MCMC(RacingGibbs(model), num_warmup=0, num_samples=300, progress_bar=False)
+        m.run(jax.random.PRNGKey(2), yy, extra_fields=("num_likelihood_evals", "race_stage"))
+        lp = np.array([-0.5 * np.sum((np.asarray(yy) - float(v)) ** 2) for v in locs])
+        p = np.exp(lp - lp.max()); p /= p.sum()
+        k = np.asarray(m.get_samples()["k"])
+        ev = m.get_extra_fields()["num_likelihood_evals"]
+        return {"tv": float(0.5 * np.abs(np.bincount(k, minlength=3) / k.size - p).sum()),
+                "evals_dtype": str(ev.dtype), "evals_mean": float(np.mean(ev))}
+
+    part("unit", unit)
+    part("mh_parallel", mh_parallel)
+    part("gibbs", gibbs_no_progress_bar)
+    print("RESULT " + json.dumps(out))
+""")
+
+
+def test_x64_numpy_inputs_parallel_chains_and_racing_gibbs():
+    """jax_enable_x64 on (a subprocess; one test so that it runs once under xdist):
+    1. NumPy float32/float64 inputs are indexed exactly, RacingMH on float64 NumPy data
+       with chain_method="parallel" (two host devices) targets the analytic posterior;
+    2. RacingGibbs with progress_bar=False runs (its int32 counters no longer turn int64
+       in the scan carry) and follows the exact posterior."""
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env["JAX_PLATFORMS"] = "cpu"
+    res = subprocess.run([sys.executable, "-c", X64_SCRIPT], capture_output=True, text=True, env=env, timeout=600)
+    lines = [line for line in res.stdout.splitlines() if line.startswith("RESULT ")]
+    assert lines, res.stderr[-3000:]
+    out = json.loads(lines[-1][len("RESULT "):])
+    unit, mh, g = out["unit"], out["mh_parallel"], out["gibbs"]
+    assert "error" not in unit, unit["error"]
+    assert unit["float32"] < 1e-3 and unit["float64"] < 1e-8, unit
+    assert "error" not in mh, mh["error"]
+    assert mh["dtype"] == "float64" and max(mh["z"]) < 5.0, mh
+    assert "error" not in g, g["error"]
+    assert g["evals_dtype"] == "int32" and g["evals_mean"] > 0
+    assert g["tv"] < 0.15, g
+
+
+# ------------------------------------------------------- 3. enumerated / local sites
+def enumerated_mixture(y):
+    mu = numpyro.sample("mu", dist.Normal(0.0, 5.0).expand([2]).to_event(1))
+    with numpyro.plate("data", y.shape[0]):
+        z = numpyro.sample("z", dist.Categorical(jnp.array([0.5, 0.5])), infer={"enumerate": "parallel"})
+        numpyro.sample("y", dist.Normal(mu[z], 1.0), obs=y)
+
+
+def local_latent(y):
+    mu = numpyro.sample("mu", dist.Normal(0.0, 5.0))
+    with numpyro.plate("data", y.shape[0]):
+        u = numpyro.sample("u", dist.Normal(mu, 1.0))
+        numpyro.sample("y", dist.Normal(u, 1.0), obs=y)
+
+
+@pytest.mark.parametrize("make_kernel", [
+    lambda m: RacingMH(m),
+    lambda m: RacingGibbs(m, inner_kernel=RacingMH(m)),
+], ids=["RacingMH", "RacingGibbs"])
+def test_enumerated_local_site_is_refused_by_name(make_kernel):
+    """Silently wrong before: the enumerated site was dropped and the likelihood evaluated
+    at one random assignment."""
+    with pytest.raises(ValueError, match=r"(?s)'z'.*enumerat.*MixtureSameFamily.*NUTS"):
+        MCMC(make_kernel(enumerated_mixture), num_warmup=1, num_samples=1, progress_bar=False).run(
+            jax.random.PRNGKey(0), jnp.asarray(Y64))
+
+
+def test_local_latent_site_error_names_site_and_alternative():
+    with pytest.raises(ValueError, match=r"(?s)'u'.*data plate.*NUTS"):
+        MCMC(RacingMH(local_latent), num_warmup=1, num_samples=1, progress_bar=False).run(
+            jax.random.PRNGKey(0), jnp.asarray(Y64))
+
+
+# ------------------------------------------------- 4. data the kernels cannot index
+Y_GLOBAL = jnp.asarray(Y64)
+
+
+def closed_over(x):
+    w = numpyro.sample("w", dist.Normal(0.0, PRIOR_SD).expand([x.shape[1]]).to_event(1))
+    with numpyro.plate("data", x.shape[0]):
+        numpyro.sample("y", dist.Normal(x @ w, 1.0), obs=Y_GLOBAL)
+
+
+def all_closed_over():
+    mu = numpyro.sample("mu", dist.Normal(0.0, PRIOR_SD))
+    with numpyro.plate("data", N):
+        numpyro.sample("y", dist.Normal(mu, 1.0), obs=Y_GLOBAL)
+
+
+class Data:
+    """Not a pytree: the kernels cannot see the arrays inside."""
+
+    def __init__(self, x, y):
+        self.x, self.y = x, y
+
+
+def object_model(d):
+    w = numpyro.sample("w", dist.Normal(0.0, PRIOR_SD).expand([d.x.shape[1]]).to_event(1))
+    with numpyro.plate("data", d.x.shape[0]):
+        numpyro.sample("y", dist.Normal(d.x @ w, 1.0), obs=d.y)
+
+
+@pytest.mark.parametrize("model,args", [
+    (closed_over, (X64,)), (all_closed_over, ()), (object_model, (Data(X64, Y64),)),
+], ids=["closed_over_y", "all_closed_over", "inside_an_object"])
+def test_unindexable_data_is_detected_at_setup(model, args):
+    with pytest.raises(ValueError, match=r"(?s)'y'.*argument.*leading dimension.*numpyro.subsample"):
+        MCMC(RacingMH(model), num_warmup=1, num_samples=1, progress_bar=False).run(jax.random.PRNGKey(0), *args)
+
+
+def two_plates(y):
+    mu = numpyro.sample("mu", dist.Normal(0.0, PRIOR_SD))
+    with numpyro.plate("a", y.shape[0]):
+        numpyro.sample("ya", dist.Normal(mu, 1.0), obs=y)
+    with numpyro.plate("b", y.shape[0]):
+        numpyro.sample("yb", dist.Normal(mu, 2.0), obs=y)
+
+
+def test_observed_sites_of_another_plate_are_read_on_all_data():
+    """data_plate='a': plate 'b' is not subsampled, yet it reads the argument the kernels
+    index for 'a'.  Before, its term was silently evaluated on one datum."""
+    y = jnp.asarray(Y64)
+    ms = ModelSubsampler(two_plates, (y,), {}, data_plate="a")
+    lp = jax.jit(lambda mu: ms.log_prior({"mu": mu}, (y,), {}))(0.3)
+    ref = dist.Normal(0.0, PRIOR_SD).log_prob(0.3) + dist.Normal(0.3, 2.0).log_prob(y).sum()
+    np.testing.assert_allclose(float(lp), float(ref), rtol=1e-5)
+
+
+# --------------------------------------------- 5. whole-data statistics in the model
+def standardising(x, y):
+    x = (x - x.mean(0)) / x.std(0)
+    w = numpyro.sample("w", dist.Normal(0.0, PRIOR_SD).expand([x.shape[1]]).to_event(1))
+    with numpyro.plate("data", x.shape[0]):
+        numpyro.sample("y", dist.Normal(x @ w, 1.0), obs=y)
+
+
+def empirical_prior(x, y):
+    sigma = numpyro.sample("sigma", dist.HalfNormal(jnp.std(y)))  # prior scale from the data
+    w = numpyro.sample("w", dist.Normal(0.0, PRIOR_SD).expand([x.shape[1]]).to_event(1))
+    with numpyro.plate("data", x.shape[0]):
+        numpyro.sample("y", dist.Normal(x @ w, sigma), obs=y)
+
+
+@pytest.mark.parametrize("model,match", [
+    (standardising, r"(?s)'y'.*other data points.*outside the model"),
+    (empirical_prior, r"(?s)\['sigma'.*depends on the data.*outside the model"),
+])
+@pytest.mark.parametrize("kernel", ["RacingMH", "RacingGibbs"])
+def test_whole_data_statistics_in_the_model_are_detected(model, match, kernel):
+    k = RacingMH(model) if kernel == "RacingMH" else RacingGibbs(model, inner_kernel=RacingMH(model))
+    with pytest.raises(ValueError, match=match):
+        MCMC(k, num_warmup=1, num_samples=1, progress_bar=False).run(
+            jax.random.PRNGKey(0), jnp.asarray(X64), jnp.asarray(Y64))
+
+
+# ------------------------------------------------- 6. deterministic sites in the plate
+def test_deterministic_sites_as_nuts_returns_them():
+    """postprocess_fn returns the same sites, shapes and values as NUTS's (constrain_fn with
+    return_deterministic=True runs the model on all data)."""
+    args = (jnp.asarray(X64), jnp.asarray(Y64))
+    kernel = RacingMH(linreg)
+    w = jnp.array([0.3, -0.7])
+    ours = kernel.postprocess_fn(args, {})({"w": w})
+    ref = constrain_fn(linreg, args, {}, {"w": w}, return_deterministic=True)
+    assert set(ours) == set(ref) == {"w", "w_sum", "mu"}
+    for k in ref:
+        assert ours[k].shape == ref[k].shape
+        np.testing.assert_allclose(np.asarray(ours[k]), np.asarray(ref[k]), rtol=1e-6)
+
+
+# ------------------------------------------------------------- 7. ArviZ, HMCECS-style
+def ecs_model(y):
+    mu = numpyro.sample("mu", dist.Normal(0.0, PRIOR_SD))
+    with numpyro.plate("data", y.shape[0], subsample_size=100):
+        batch = numpyro.subsample(y, event_dim=0)
+        numpyro.sample("y", dist.Normal(mu, 2.0), obs=batch)
+
+
+def test_arviz_pointwise_log_likelihood_of_hmcecs_style_models():
+    y = np.asarray(Y64)  # NumPy data through numpyro.subsample
+    mcmc = MCMC(RacingMH(ecs_model), num_warmup=50, num_samples=50, progress_bar=False)
+    mcmc.run(jax.random.PRNGKey(6), y, init_params={"mu": jnp.array(0.0)})
+    idata = az.from_numpyro(mcmc)  # default log_likelihood=True
+    ll = idata.log_likelihood["y"]
+    assert ll.shape == (1, 50, N)
+    mu = np.asarray(idata.posterior["mu"])[0, :, None]
+    ref = -0.5 * ((y[None] - mu) / 2.0) ** 2 - np.log(2.0) - 0.5 * np.log(2 * np.pi)
+    np.testing.assert_allclose(np.asarray(ll)[0], ref, rtol=1e-4, atol=1e-4)
+    assert idata.observed_data["y"].shape == (N,)
+    full = numpyro.infer.log_likelihood(mcmc.sampler.model, mcmc.get_samples(), y)["y"]
+    assert full.shape == (50, N)
