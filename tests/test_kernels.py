@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from subsample_mcmc.kernels import langevin_proposal, racing_mh_accept, racing_mh_step
+from subsample_mcmc.kernels import exact_mh_step, langevin_proposal, racing_mh_accept, racing_mh_step
 
 N = 2000
 Y = jnp.asarray(np.random.default_rng(0).normal(1.0, 2.0, N).astype(np.float32))
@@ -101,3 +101,32 @@ def test_bad_proposal_name():
     with pytest.raises(ValueError, match="proposal"):
         racing_mh_step(jax.random.PRNGKey(0), jnp.zeros(1), log_prior_fn=log_prior,
                        log_likelihood_fn=log_lik, population_size=N, step_size=0.1, proposal="hmc")
+
+
+@pytest.mark.parametrize("proposal", ["random_walk", "langevin"])
+def test_exact_step_is_the_full_race_with_one_pass_per_step(proposal):
+    """``exact_mh_step`` makes the proposal and draws the ``u`` of ``racing_mh_step`` on
+    the same key: a chain of exact steps equals the chain of races forced to read
+    everything; with the current sum carried, a step costs N evaluations, not 2 N."""
+    step = 0.05
+
+    def chains(key):
+        def body(carry, k):
+            x_race, x_exact, total = carry
+            x_race, _ = racing_mh_step(k, x_race, log_prior_fn=log_prior, log_likelihood_fn=log_lik,
+                                       population_size=N, step_size=step, proposal=proposal,
+                                       grad_batch_size=50, first_batch=N)
+            x_exact, total, info = exact_mh_step(k, x_exact, log_prior_fn=log_prior, log_likelihood_fn=log_lik,
+                                                 population_size=N, step_size=step, proposal=proposal,
+                                                 grad_batch_size=50, log_likelihood_sum=total, chunk_size=512)
+            return (x_race, x_exact, total), (x_race[0], x_exact[0], info.num_likelihood_evals, info.accepted)
+
+        x0 = jnp.array([1.0], jnp.float32)
+        return jax.lax.scan(body, (x0, x0, jnp.float32(jnp.nan)), jax.random.split(key, 200))[1]
+
+    xr, xe, evals, acc = jax.jit(chains)(jax.random.PRNGKey(4))
+    np.testing.assert_allclose(np.asarray(xr), np.asarray(xe), rtol=1e-6)
+    assert 0.05 < float(np.mean(acc)) < 0.95
+    grads = 100 if proposal == "langevin" else 0
+    evals = np.asarray(evals)
+    assert evals[0] == 2 * N + grads and np.all(evals[1:] == N + grads)

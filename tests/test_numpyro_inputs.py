@@ -49,7 +49,9 @@ def _assert_posterior_mean(mcmc, site, mean, sd, z_max=5.0):
     mcse = draws.std(axis=(0, 1)) / np.sqrt(ess)
     z = np.abs(draws.mean(axis=(0, 1)) - mean) / mcse
     assert np.all(z < z_max), (z, draws.mean(axis=(0, 1)), mean)
-    assert np.all(np.abs(draws.std(axis=(0, 1)) / sd - 1) < 0.35), (draws.std(axis=(0, 1)), sd)
+    # the sd's relative Monte Carlo error is about 1/sqrt(2 ESS) (Gaussian draws)
+    tol = np.maximum(0.15, z_max / np.sqrt(2.0 * ess))
+    assert np.all(np.abs(draws.std(axis=(0, 1)) / sd - 1) < tol), (draws.std(axis=(0, 1)), sd, ess)
 
 
 # --------------------------------------------------------------------------- models

@@ -37,6 +37,18 @@ def test_hard_race_reaching_the_end_is_exact(method, variance):
         assert int(r.arm) == _truth(rewards, offset)
 
 
+@pytest.mark.parametrize("n,first_batch", [(3000, 50), (20_000, 50), (5003, 7), (60, 50), (100_000, 64)])
+def test_a_full_race_computes_exactly_n_points_per_arm(n, first_batch):
+    """Never more than the exact step: a race that reads everything computes N points per
+    arm (no masked chunk tail beyond N), the exact step's cost."""
+    rng = np.random.default_rng(n)
+    rewards = rng.standard_normal((3, n)).astype(np.float32)  # equal arms: reads to the end
+    r = best_arm(jax.random.PRNGKey(0), rewards, first_batch=first_batch, delta=0.05)
+    assert int(r.num_points_read) == n
+    assert int(r.num_points_computed) == n
+    assert int(r.arm) == _truth(rewards)
+
+
 @pytest.mark.parametrize("method", ["normal", "ebs"])
 def test_first_batch_equal_to_population_is_exact(method):
     rng = np.random.default_rng(0)

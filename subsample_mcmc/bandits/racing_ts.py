@@ -155,7 +155,7 @@ def _transition_fn(levels, steps, proposal, use_proxy, method, delta, grad_batch
                 z, info = racing_mh_step(
                     k, z, log_prior_fn=log_prior, log_likelihood_fn=log_lik,
                     population_size=population, step_size=step_scale, proposal=proposal,
-                    inverse_mass_diag=minv, grad_batch_size=min(grad_batch_size, population),
+                    inverse_mass_matrix=minv, grad_batch_size=min(grad_batch_size, population),
                     proxy=proxy, **race)
                 return (z, evals + info.num_likelihood_evals.astype(jnp.float32),
                         acc + info.accepted.astype(jnp.float32)), None

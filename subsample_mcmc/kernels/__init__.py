@@ -6,12 +6,12 @@ walk and mini-batch Langevin (SGLD-style) proposals, and the Gumbel-max discrete
 Gibbs step.
 """
 
-from .mh import MHInfo, gaussian_random_walk, langevin_proposal, racing_mh_accept, racing_mh_step
+from .mh import MHInfo, exact_mh_step, gaussian_random_walk, langevin_proposal, racing_mh_accept, racing_mh_step
 from .proxy import TaylorProxy, proxy_per_datum, proxy_sum, taylor_proxy
 from .gibbs import discrete_gibbs_step
 
 __all__ = [
     "MHInfo", "gaussian_random_walk", "langevin_proposal", "racing_mh_accept",
-    "racing_mh_step", "discrete_gibbs_step", "TaylorProxy", "taylor_proxy", "proxy_sum",
+    "racing_mh_step", "exact_mh_step", "discrete_gibbs_step", "TaylorProxy", "taylor_proxy", "proxy_sum",
     "proxy_per_datum",
 ]

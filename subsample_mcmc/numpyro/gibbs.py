@@ -40,6 +40,11 @@ class RacingGibbsState(NamedTuple):
     num_likelihood_evals: jax.Array
     race_stage: jax.Array
     rng_key: jax.Array
+    proxy_cache: Any = None  # an inner RacingMH's Taylor proxies, one per discrete configuration
+    proxy_cached: Any = None  # bool [configurations]: which entries of proxy_cache are built
+
+# an inner RacingMH's Taylor proxy is cached per joint discrete configuration up to this many
+_MAX_CACHED_CONFIGURATIONS = 256
 
 
 class RacingGibbs(MCMCKernel):
@@ -56,8 +61,16 @@ class RacingGibbs(MCMCKernel):
         control_variate: a :class:`~subsample_mcmc.numpyro.DataSpaceControlVariate`
             (the paper's Eq. 11 with binned reference points and exactly-read outliers).
 
-    The state's ``num_likelihood_evals`` adds the races' reward evaluations (all arms)
-    and, when the inner kernel reports it, the inner kernel's.
+    The state's ``num_likelihood_evals`` adds the races' reward evaluations (all arms
+    at every computed point), the inner kernel's refresh when a discrete value changed
+    (its ``refresh_likelihood_evals``) and, when the inner kernel reports it, the inner
+    kernel's own step.
+
+    With ``inner_kernel=RacingMH(...)`` and its Taylor proxy, the proxy's full-data sums
+    depend on the discrete values: they are computed once per joint discrete
+    configuration (a full-data pass the first time a configuration is visited) and
+    kept in the state (up to 256 configurations; beyond, recomputed at every change),
+    so a chain that moves among visited configurations costs O(points read) per step.
     """
 
     sample_field = "z"
@@ -159,7 +172,33 @@ class RacingGibbs(MCMCKernel):
             inner_state = self.inner_kernel.init(key_inner, num_warmup, init_params or None, model_args,
                                                  self._inner_kwargs(model_kwargs, discrete))
         z = {**discrete, **({} if inner_state is None else inner_state.z)}
-        return RacingGibbsState(z, inner_state, jnp.array(0, jnp.int32), jnp.array(0, jnp.int32), key)
+        cache, cached = None, None
+        if self._caches_proxy(inner_state):
+            size = self._num_configurations()
+            c = self._configuration(discrete)
+            cache = jax.tree.map(lambda p: jnp.zeros((size,) + p.shape, p.dtype).at[c].set(p), inner_state.proxy)
+            cached = jnp.zeros((size,), bool).at[c].set(True)
+        return RacingGibbsState(z, inner_state, jnp.array(0, jnp.int32), jnp.array(0, jnp.int32), key,
+                                cache, cached)
+
+    def _num_configurations(self) -> int:
+        size = 1
+        for name in self._ms.discrete_sites:
+            size *= int(self._supports[name].shape[0])
+        return size
+
+    def _caches_proxy(self, inner_state) -> bool:
+        return (isinstance(self.inner_kernel, RacingMH) and getattr(inner_state, "proxy", None) is not None
+                and self._num_configurations() <= _MAX_CACHED_CONFIGURATIONS)
+
+    def _configuration(self, discrete) -> jax.Array:
+        """Index of the joint discrete configuration (row-major over the sites' supports)."""
+        c = jnp.zeros((), jnp.int32)
+        for name in self._ms.discrete_sites:
+            support = self._supports[name]
+            position = jnp.argmax(support == discrete[name].astype(support.dtype)).astype(jnp.int32)
+            c = c * support.shape[0] + position
+        return c
 
     def sample(self, state, model_args, model_kwargs):
         model_kwargs = {} if model_kwargs is None else dict(model_kwargs)
@@ -198,22 +237,37 @@ class RacingGibbs(MCMCKernel):
             evals = evals + (draw.race.num_points_computed * support.shape[0]).astype(jnp.int32)
             stages = stages + draw.race.num_stages
         inner_state = state.inner_state
+        cache, cached = state.proxy_cache, state.proxy_cached
         if self.inner_kernel is not None:
             kw = self._inner_kwargs(model_kwargs, discrete)
             # the inner kernel's cache (a Taylor proxy's full-data sums, NUTS's potential
             # energy) depends on the discrete values only: rebuild it when one changed,
             # skipping the full-data pass otherwise (a real branch, also under vmap)
             changed = jnp.any(jnp.stack([jnp.any(discrete[k] != state.z[k]) for k in ms.discrete_sites]))
-            inner_state = run_at_most_once(
-                changed, lambda st: self.inner_kernel.refresh(st, model_args, kw), inner_state)
             refresh_cost = getattr(self.inner_kernel, "refresh_likelihood_evals", 0)
-            evals = evals + jnp.where(changed, jnp.int32(refresh_cost), jnp.int32(0))
+            if cache is None:
+                inner_state = run_at_most_once(
+                    changed, lambda st: self.inner_kernel.refresh(st, model_args, kw), inner_state)
+                evals = evals + jnp.where(changed, jnp.int32(refresh_cost), jnp.int32(0))
+            else:  # a RacingMH proxy: from the cache when this configuration was seen
+                c = self._configuration(discrete)
+                build = changed & ~cached[c]
+                inner_state = run_at_most_once(
+                    build, lambda st: self.inner_kernel.refresh(st, model_args, kw), inner_state)
+                reuse = changed & cached[c]
+                kept = inner_state._replace(proxy=jax.tree.map(lambda a: a[c], cache),
+                                            log_lik_sum=jnp.full_like(inner_state.log_lik_sum, jnp.nan))
+                inner_state = jax.tree.map(lambda a, b: jnp.where(reuse, a, b), kept, inner_state)
+                cache = jax.tree.map(lambda a, p: a.at[c].set(jnp.where(build, p, a[c])), cache, inner_state.proxy)
+                cached = cached.at[c].set(cached[c] | build)
+                evals = evals + jnp.where(build, jnp.int32(refresh_cost), jnp.int32(0))
             inner_state = self.inner_kernel.sample(inner_state, model_args, kw)
             if hasattr(inner_state, "num_likelihood_evals"):
                 evals = evals + inner_state.num_likelihood_evals
         z = {**discrete, **({} if inner_state is None else inner_state.z)}
         # int32 as at init, also under jax_enable_x64 (the scan carry must keep its dtype)
-        return RacingGibbsState(z, inner_state, jnp.asarray(evals, jnp.int32), jnp.asarray(stages, jnp.int32), key)
+        return RacingGibbsState(z, inner_state, jnp.asarray(evals, jnp.int32), jnp.asarray(stages, jnp.int32), key,
+                                cache, cached)
 
     def postprocess_fn(self, model_args, model_kwargs):
         """The discrete values, the inner kernel's postprocessed values and the

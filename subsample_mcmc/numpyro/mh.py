@@ -17,14 +17,22 @@ Warmup (``num_warmup`` steps of ``numpyro.infer.MCMC``):
   prior (``init_strategy="prior"``); or ``init_params``;
 * the step size follows dual averaging (Hoffman & Gelman 2014, NumPyro's
   ``dual_averaging``) toward ``target_accept_prob``, driven by the accept indicator;
-* a diagonal inverse mass matrix is initialised from the curvature at the start (the
-  proxy's full-data Hessian, or a mini-batch one) and re-estimated from the warmup
-  samples between 15% and 50% of warmup (Welford, regularised as in Stan); the step
-  size is then re-adapted over the second half.
+* the inverse mass matrix (dense up to 64 parameters, else diagonal) is the inverse
+  of the full-data Hessian at the mode (the Laplace covariance); when only a
+  mini-batch Hessian is available it is re-estimated from the warmup samples between
+  15% and 50% of warmup (Welford, regularised as in Stan), the step size then
+  re-adapted over the second half;
+* over the last quarter of warmup, at the final step size, the race's cost per step
+  is measured: when it
+  exceeds ``N``, the chain samples with the exact MH step instead
+  (``exact_when_cheaper``).
 
-The kernel state carries ``num_likelihood_evals`` (per-datum log-likelihood
-evaluations in that step, race and gradient together), ``accept_prob`` (the accept
-indicator), ``mean_accept_prob`` and ``race_stage``; ask for them with
+The kernel state carries ``num_likelihood_evals`` (everything the step computed, in
+per-datum log-likelihood evaluations: both arms at every point the race computed,
+proxy residuals at their calibrated cost, gradients), ``accept_prob`` (the accept
+indicator), ``mean_accept_prob``, ``race_stage`` (the stages of the doubling schedule
+the race ran: 1 when the first mini-batch decided, 0 for an exact step) and
+``exact_mode``; ask for them with
 ``mcmc.run(..., extra_fields=("num_likelihood_evals", "accept_prob", "race_stage"))``
 and ``az.from_numpyro`` puts them in ``sample_stats``.
 """
@@ -45,11 +53,12 @@ from numpyro.infer.initialization import init_to_mean, init_to_sample, init_to_u
 from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import is_prng_key
 
-from ..kernels.mh import racing_mh_step
+from ..kernels.mh import exact_mh_step, racing_mh_step
 from ..kernels.optimize import adam_ascent, adam_schedule, last_finite, log_density_sum, newton_ascent
 from ..kernels.cost import evaluation_equivalents
 from ..kernels.proxy import TaylorProxy, proxy_per_datum, taylor_proxy
 from ..racing import METHODS
+from ..racing.race import run_at_most_once
 from .control import DataSpaceControlVariate
 from .model import ModelSubsampler, PlateIndices
 
@@ -69,12 +78,15 @@ class RacingMHState(NamedTuple):
     welford_state: tuple
     proxy: Optional[TaylorProxy]
     rng_key: jax.Array
+    exact_mode: jax.Array = False  # sampling by the exact MH step (decided at the end of warmup)
+    log_lik_sum: jax.Array = jnp.nan  # sum_n l_n(z) when known (exact mode), else NaN
+    race_cost: jax.Array = 0.0  # race evaluations summed over the decision window of warmup
 
 
 _DA_INIT, _DA_UPDATE = dual_averaging()
 _MAX_DRAWS = 100  # initial draws per restart until finite, as NumPyro's find_valid_initial_params
 _MODE_TOL = 1.0  # restarts within this many log-posterior units per parameter count as the same mode
-_WF_INIT, _WF_UPDATE, _WF_FINAL = welford_covariance(diagonal=True)
+_DENSE_MAX_DIMENSION = 64  # dense_mass=None: a dense mass matrix up to this many parameters
 
 
 class RacingMH(MCMCKernel):
@@ -88,7 +100,15 @@ class RacingMH(MCMCKernel):
         step_size: initial step size (adapted during warmup when ``adapt_step_size``).
         target_accept_prob: target of the step-size adaptation (default 0.234 for the
             random walk, 0.574 for Langevin -- the optimal-scaling values).
-        adapt_step_size, adapt_mass_matrix: warmup adaptation switches.
+        adapt_step_size: adapt the step size over warmup (dual averaging).
+        adapt_mass_matrix: re-estimate the inverse mass matrix from the warmup draws
+            (15% to 50% of warmup; Welford, regularised as in Stan).  Default ``None``:
+            only when the initial one is not the full-data Laplace covariance, i.e. when
+            it comes from a mini-batch Hessian (``control_variate=None`` with
+            ``init_params`` or ``init_strategy="prior"``).  A random walk's warmup draws
+            are strongly autocorrelated, and a few hundred of them estimate the
+            posterior covariance worse than the inverse Hessian at the mode of a large-N
+            posterior (Bernstein-von Mises): ``benchmarks/results/racing_mh_mass.md``.
         method, delta, first_batch, variance: the race (see
             :func:`~subsample_mcmc.racing.best_arm`).
         grad_batch_size: mini-batch size of the Langevin gradient and of the MAP search.
@@ -145,6 +165,16 @@ class RacingMH(MCMCKernel):
             expansion (Eq. 11).  ``None``: race the raw log-likelihoods (then prefer a
             small ``delta``, e.g. 0.01: near-threshold MH decisions err at rate up to
             ``delta`` and a random walk makes many of them).
+        exact_when_cheaper: measure the race's cost per step over the last quarter of
+            warmup (at least 40 warmup steps) and, when it exceeds ``N`` (the exact MH step with the current
+            point's log-likelihood sum cached:
+            :func:`~subsample_mcmc.kernels.mh.exact_mh_step`), sample with the exact step
+            (the state's ``exact_mode``, an extra field).  Default ``True``: a step then
+            never costs more, on average, than exact MH.
+        dense_mass: a dense inverse mass matrix (proposal covariance ``eps^2 M^{-1}``):
+            initialised from the inverse Hessian at the mode (the Laplace covariance) and
+            re-estimated over warmup like the diagonal one.  Default ``None``: dense for
+            at most 64 unconstrained parameters, diagonal beyond.
         newton_steps: at most this many full-data Newton steps polish the best restart
             (each: one gradient-and-Hessian pass over the data and usually one
             log-likelihood pass; it stops early once the Newton decrement is below 1e-3).
@@ -173,7 +203,7 @@ class RacingMH(MCMCKernel):
         step_size: Optional[float] = None,
         target_accept_prob: Optional[float] = None,
         adapt_step_size: bool = True,
-        adapt_mass_matrix: bool = True,
+        adapt_mass_matrix: Optional[bool] = None,
         method: str = "normal",
         delta: float = 0.05,
         first_batch: int = 50,
@@ -186,6 +216,8 @@ class RacingMH(MCMCKernel):
         control_variate: Optional[str] = "taylor",
         newton_steps: int = 4,
         num_restarts: int = 32,
+        exact_when_cheaper: bool = True,
+        dense_mass: Optional[bool] = None,
     ):
         if proposal not in ("random_walk", "langevin"):
             raise ValueError(f"proposal must be 'random_walk' or 'langevin', got {proposal!r}")
@@ -225,9 +257,30 @@ class RacingMH(MCMCKernel):
         self.control_variate = control_variate
         self.newton_steps = int(newton_steps)
         self.num_restarts = int(num_restarts)
+        self.exact_when_cheaper = bool(exact_when_cheaper)
+        self.dense_mass = dense_mass
         self._subsampler: Optional[ModelSubsampler] = None
         self._num_warmup = 0
         self._unravel = None
+
+    @property
+    def _reestimate_mass(self) -> bool:
+        if self.adapt_mass_matrix is not None:
+            return bool(self.adapt_mass_matrix)
+        return not getattr(self, "_mass_from_full_data", False)
+
+    def _is_dense(self, d: int) -> bool:
+        return d <= _DENSE_MAX_DIMENSION if self.dense_mass is None else bool(self.dense_mass)
+
+    @property
+    def _welford(self):
+        d = self._unravel_size()
+        return welford_covariance(diagonal=not self._is_dense(d))
+
+    def _unravel_size(self) -> int:
+        ms = self._subsampler
+        proto = {k: ms.prototype_trace[k]["value"] for k in ms.continuous_sites}
+        return int(ravel_pytree(ms.unconstrain(proto))[0].shape[0])
 
     # -- model plumbing ---------------------------------------------------------------
     def _setup(self, model_args, model_kwargs):
@@ -405,18 +458,18 @@ class RacingMH(MCMCKernel):
         proxy = None
         if search is not None:  # proxy and curvature at the searched mode
             proxy = search["proxy"] if self.control_variate == "taylor" else None
-            curvature = _curvature(search)
+            precision = _precision(search)
         elif self.control_variate == "taylor":  # at init_params
             ll = self._log_lik_fn(model_args, model_kwargs)
             proxy = jax.jit(lambda x: taylor_proxy(ll, x, ms.size))(flat)
-            curvature = jnp.diagonal(proxy.hess_sum + jax.jit(jax.hessian(lp))(proxy.reference))
+            precision = -(proxy.hess_sum + jax.jit(jax.hessian(lp))(proxy.reference))
         else:
-            # diagonal of the mini-batch Hessian at the start, scaled to N
+            # the mini-batch Hessian at the start, scaled to N
             objective = self._minibatch_objective(model_args, model_kwargs)
-            curvature = jnp.diagonal(jax.jit(jax.hessian(objective))(flat, key_map))
-        inv_mass = jnp.where(curvature < 0, 1.0 / jnp.maximum(-curvature, 1e-10), 1.0)
-        inv_mass = jnp.clip(inv_mass, 1e-12, 1e6)
+            precision = -jax.jit(jax.hessian(objective))(flat, key_map)
         d = flat.shape[0]
+        inv_mass = _inverse_mass(precision, self._is_dense(d))
+        self._mass_from_full_data = search is not None or self.control_variate == "taylor"
         step = self._step_size or (2.38 / np.sqrt(d) if self.proposal == "random_walk" else 1.0 * d ** (-1 / 6))
         step = jnp.asarray(step, flat.dtype)
         state = RacingMHState(
@@ -429,9 +482,12 @@ class RacingMH(MCMCKernel):
             num_likelihood_evals=jnp.array(0, jnp.int32),
             race_stage=jnp.array(0, jnp.int32),
             da_state=_DA_INIT(jnp.log(step)),
-            welford_state=_WF_INIT(d),
+            welford_state=self._welford[0](d),
             proxy=proxy,
             rng_key=key_state,
+            exact_mode=jnp.asarray(False),
+            log_lik_sum=jnp.asarray(jnp.nan, flat.dtype),
+            race_cost=jnp.zeros((), flat.dtype),
         )
         if not report:
             return state
@@ -648,10 +704,13 @@ class RacingMH(MCMCKernel):
             if bad_count[name]:
                 i, v = first[name]
                 vals = {k: np.asarray(v_) for k, v_ in values.items()}
+                missing = _missing_values(ms, model_args, model_kwargs, i)
+                why = (f"the data are missing there: {', '.join(missing)} is NaN at index {i}; drop or impute "
+                       "rows with missing values before sampling" if missing else
+                       "the data lie outside the likelihood's support there: check the data or " + hint)
                 raise ValueError(
                     f"the log-likelihood of observed site {name!r} is not finite {at}: {v} at data index "
-                    f"{i} (first of {bad_count[name]} of {n} data points), with latent values {vals}; the "
-                    f"data lie outside the likelihood's support there: check the data or {hint}")
+                    f"{i} (first of {bad_count[name]} of {n} data points), with latent values {vals}; {why}")
 
     def sample(self, state, model_args, model_kwargs):
         model_kwargs = {} if model_kwargs is None else model_kwargs
@@ -675,49 +734,100 @@ class RacingMH(MCMCKernel):
             self._unravel = ravel_pytree(state.z)[1]
         flat, _ = ravel_pytree(state.z)
         key, key_step = jax.random.split(state.rng_key)
-        new_flat, info = racing_mh_step(
-            key_step, flat,
+        b = min(self.grad_batch_size, ms.size)
+        common = dict(
             log_prior_fn=self._log_prior_fn(model_args, model_kwargs),
             log_likelihood_fn=self._log_lik_fn(model_args, model_kwargs),
             population_size=ms.size, step_size=state.step_size, proposal=self.proposal,
-            inverse_mass_diag=state.inverse_mass_matrix, grad_batch_size=min(self.grad_batch_size, ms.size),
-            proxy=state.proxy, control_variate_fn=self._data_cv_fn(),
-            point_cost=self._costs["point"], gradient_point_cost=self._costs["gradient"], **self.race_options,
+            inverse_mass_matrix=state.inverse_mass_matrix, grad_batch_size=b, proxy=state.proxy,
+            gradient_point_cost=self._costs["gradient"],
         )
+
+        def race(_):
+            new_flat, info = racing_mh_step(key_step, flat, control_variate_fn=self._data_cv_fn(),
+                                            point_cost=self._costs["point"], **common, **self.race_options)
+            return new_flat, jnp.full((), jnp.nan, flat.dtype), info
+
+        def exact(_):
+            return exact_mh_step(key_step, flat, log_likelihood_sum=state.log_lik_sum, **common)
+
+        # each branch runs only when taken (while_loops: real branches under vmap too)
+        blank = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), jax.eval_shape(race, None))
+        if self.exact_when_cheaper:
+            by_race = run_at_most_once(~state.exact_mode, race, blank)
+            by_exact = run_at_most_once(state.exact_mode, exact, blank)
+            new_flat, ll_sum, info = jax.tree.map(lambda e, r: jnp.where(state.exact_mode, e, r), by_exact, by_race)
+        else:
+            new_flat, ll_sum, info = race(None)
         accept = info.accepted.astype(flat.dtype)
         i = state.i + 1
         n = i.astype(flat.dtype)
         mean_accept = state.mean_accept_prob + (accept - state.mean_accept_prob) / n
         step, inv_mass, da, wf = state.step_size, state.inverse_mass_matrix, state.da_state, state.welford_state
         nw = self._num_warmup
-        if nw > 0 and (self.adapt_step_size or self.adapt_mass_matrix):
+        if nw > 0 and (self.adapt_step_size or self._reestimate_mass):
             step, inv_mass, da, wf = self._adapt(state, new_flat, accept)
+        exact_mode, race_cost = self._choose_mode(state, info, b)
         return RacingMHState(
             i=i, z=self._unravel(new_flat), step_size=step, inverse_mass_matrix=inv_mass,
             accept_prob=accept, mean_accept_prob=mean_accept,
             num_likelihood_evals=info.num_likelihood_evals.astype(jnp.int32),
             race_stage=info.race_stage.astype(jnp.int32), da_state=da, welford_state=wf,
-            proxy=state.proxy, rng_key=key,
+            proxy=state.proxy, rng_key=key, exact_mode=exact_mode, log_lik_sum=ll_sum, race_cost=race_cost,
         )
+
+    def _cost_window(self):
+        """``(start, end)`` of the warmup steps over which the race's cost is measured at
+        the final step size (the last quarter of warmup, at least 10 steps; empty when
+        ``exact_when_cheaper`` is off or warmup is shorter than 40 steps)."""
+        nw = self._num_warmup
+        start = (3 * nw) // 4
+        if not self.exact_when_cheaper or nw - start < 10:
+            return nw, nw
+        return start, nw
+
+    def _choose_mode(self, state, info, grad_batch):
+        """Race or exact step for the sampling phase, decided once at the end of warmup.
+
+        Over the last quarter of warmup (the mass matrix and the step size are then
+        final: step-size adaptation ends at three quarters of warmup) the race's cost per step -- ``num_likelihood_evals``
+        less the Langevin gradients, in likelihood-evaluation units -- is averaged; if
+        it exceeds ``N``, the cost of the exact step with the current point's
+        log-likelihood sum cached (:func:`~subsample_mcmc.kernels.mh.exact_mh_step`),
+        the chain samples with the exact step from then on.  A decision from the warmup
+        only, so the sampling phase is one fixed (time-homogeneous) kernel."""
+        nw = self._num_warmup
+        start, _ = self._cost_window()
+        if start == nw:
+            return state.exact_mode, state.race_cost
+        t = state.i
+        grads = (2 * grad_batch * self._costs["gradient"]) if self.proposal == "langevin" else 0.0
+        race_evals = info.num_likelihood_evals.astype(state.race_cost.dtype) - grads
+        race_cost = state.race_cost + jnp.where((t >= start) & (t < nw) & ~state.exact_mode, race_evals, 0.0)
+        decide = t == nw - 1
+        exact_mode = state.exact_mode | (decide & (race_cost / (nw - start) > self._subsampler.size))
+        return exact_mode, race_cost
 
     def _adapt(self, state, new_flat, accept):
         nw = self._num_warmup
         t = state.i  # index of this step
-        in_warmup = t < nw
+        # the step size is final when the race's cost is measured (see _choose_mode)
+        adapt_end = self._cost_window()[0]
+        in_warmup = t < adapt_end
         step, inv_mass, da, wf = state.step_size, state.inverse_mass_matrix, state.da_state, state.welford_state
         if self.adapt_step_size:
             da_new = _DA_UPDATE(self.target_accept_prob - accept, da)
             da = jax.tree.map(lambda a, b: jnp.where(in_warmup, a, b), da_new, da)
             step = jnp.where(in_warmup, jnp.exp(da[0]), step)
-            step = jnp.where(t == nw - 1, jnp.exp(da[1]), step)  # final: the averaged iterate
-        if self.adapt_mass_matrix:
+            step = jnp.where(t == adapt_end - 1, jnp.exp(da[1]), step)  # final: the averaged iterate
+        if self._reestimate_mass:
             start, end = (3 * nw) // 20, nw // 2
             collect = (t >= start) & (t < end)
-            wf_new = _WF_UPDATE(new_flat, wf)
+            wf_new = self._welford[1](new_flat, wf)
             wf = jax.tree.map(lambda a, b: jnp.where(collect, a, b), wf_new, wf)
             finish = t == end - 1
             if end - start >= 10:
-                cov, _, _ = _WF_FINAL(wf, regularize=True)
+                cov, _, _ = self._welford[2](wf, regularize=True)
                 inv_mass = jnp.where(finish, cov, inv_mass)
                 step = jnp.where(finish, step, step)
                 da = jax.tree.map(lambda a, b: jnp.where(finish, a, b), _DA_INIT(jnp.log(step)), da)
@@ -763,15 +873,17 @@ class RacingMH(MCMCKernel):
         return int(round(self._subsampler.size * self._costs["proxy"]))
 
     def refresh(self, state, model_args, model_kwargs):
-        """Recompute the proxy's full-data sums for new conditioning values (one pass
-        over the data); without a proxy nothing cached depends on the arguments."""
-        if state.proxy is None:
-            return state
+        """Recompute what is cached for new conditioning values (``model_kwargs``): the
+        proxy's full-data sums (one pass over the data) and, in exact mode, the current
+        point's log-likelihood sum (dropped; the next exact step recomputes it)."""
         model_kwargs = {} if model_kwargs is None else model_kwargs
         self._setup(model_args, model_kwargs)
         ll = self._log_lik_fn(model_args, model_kwargs)
 
         def one(st):
+            st = st._replace(log_lik_sum=jnp.full_like(st.log_lik_sum, jnp.nan))
+            if st.proxy is None:
+                return st
             return st._replace(proxy=taylor_proxy(ll, st.proxy.reference, self._subsampler.size))
 
         return jax.vmap(one)(state) if getattr(self, "_vectorized", False) else one(state)
@@ -795,14 +907,41 @@ class RacingMH(MCMCKernel):
         return ("z",)
 
 
-def _curvature(search):
-    """Diagonal curvature at the searched mode for the initial mass matrix: the full-data
-    Hessian's diagonal, or ``-g_i^2`` where that is steeper (a mode on a support
-    boundary, where the gradient, not the curvature, sets the posterior's scale: an
-    exponential tail of rate ``|g_i|`` has standard deviation ``1/|g_i|``)."""
-    h = jnp.diagonal(search["hessian"])
+def _precision(search):
+    """``-H`` at the searched mode for the initial mass matrix: the full-data Hessian,
+    with ``P_ii >= g_i^2`` at a mode on a support boundary, where the gradient, not the
+    curvature, sets the posterior's scale (an exponential tail of rate ``|g_i|`` has
+    standard deviation ``1/|g_i|``)."""
+    p = -search["hessian"]
     g2 = jnp.where(search["at_boundary"], search["gradient"] ** 2, 0.0)
-    return jnp.minimum(h, -g2)
+    return p + jnp.diag(jnp.maximum(g2 - jnp.diagonal(p), 0.0))
+
+
+def _inverse_mass(precision, dense: bool):
+    """Initial inverse mass matrix from a precision ``P = -H`` (Laplace approximation):
+    dense ``P^{-1}`` with each eigenvalue's inverse clipped to ``[1e-12, 1e6]`` (1 where
+    ``P`` is not positive: no curvature information), or the diagonal ``1 / P_ii``
+    likewise."""
+    if not dense:
+        diag = jnp.diagonal(precision)
+        inv = jnp.where(diag > 0, 1.0 / jnp.maximum(diag, 1e-10), 1.0)
+        return jnp.clip(inv, 1e-12, 1e6)
+    sym = 0.5 * (precision + precision.T)
+    lam, vec = jnp.linalg.eigh(sym)
+    inv = jnp.clip(jnp.where(lam > 0, 1.0 / jnp.maximum(lam, 1e-10), 1.0), 1e-12, 1e6)
+    return (vec * inv) @ vec.T
+
+
+def _missing_values(ms, model_args, model_kwargs, index) -> list:
+    """Names of the per-datum arguments (leading dimension N) that hold a NaN at ``index``."""
+    names = []
+    for name, value in ms._argument_names(model_args, dict(model_kwargs or {})):
+        for path, leaf in jax.tree_util.tree_flatten_with_path(value)[0]:
+            arr = np.asarray(leaf) if hasattr(leaf, "shape") else None
+            if (arr is not None and arr.ndim >= 1 and arr.shape[0] == ms.size and arr.dtype.kind in "fc"
+                    and np.isnan(arr[index]).any()):
+                names.append(repr(name + jax.tree_util.keystr(path)))
+    return names
 
 
 def _parameter_dependent_support(ms, model_args, model_kwargs):

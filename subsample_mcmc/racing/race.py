@@ -17,7 +17,9 @@ Implementation notes
 * **Static shapes, true early exit, one trace per phase.**  Points are read in
   chunks of a few fixed sizes growing geometrically (``m1``, ``16 m1``, ``256 m1``,
   ... capped at ``max_block``), one ``while_loop`` per size; a chunk is masked at the
-  next stage boundary of the doubling schedule, where the elimination test runs.  A
+  next stage boundary of the doubling schedule, where the elimination test runs (the
+  boundaries are multiples of the chunk except ``N``, reached by a chunk of exactly
+  the remainder: a race never computes more than ``N`` points per arm).  A
   race that stops leaves the loops at once (under ``vmap`` a batch costs what its
   slowest race costs); the reward function is traced once per phase, not once per
   stage, which keeps compilation short when rewards come from a NumPyro model; and
@@ -179,16 +181,25 @@ def tail_guard(count, skew, kurt, b, population_size):
 
 def _phases(population_size: int, first_batch: int, max_block: int, growth: int = 16):
     """``[(chunk, count_limit), ...]``: chunk sizes growing by ``growth`` from ``m1``
-    (capped at ``max_block``); each phase reads until ``count_limit`` points."""
+    (capped at ``max_block``); each phase reads until ``count_limit`` points.
+
+    Every stage boundary of the doubling schedule (``m1 2^k``) inside a phase is a
+    multiple of its chunk, so only the last boundary, ``N``, can cut a chunk; the last
+    phase therefore ends with one chunk of exactly the remainder: a race that reads
+    everything computes ``N`` points per arm, not up to a chunk more."""
     chunk = max(1, min(first_batch, max_block))
-    phases = []
+    phases, start = [], 0
     while True:
         nxt = chunk * growth
         if nxt > max_block or nxt >= population_size:
-            phases.append((chunk, population_size))
-            return phases
+            full = start + ((population_size - start) // chunk) * chunk
+            if full == population_size:
+                return phases + [(chunk, population_size)]
+            if full == start:  # less than a chunk left, and no stage boundary before N
+                return phases + [(population_size - start, population_size)]
+            return phases + [(chunk, full), (population_size - full, population_size)]
         phases.append((chunk, nxt))
-        chunk = nxt
+        start, chunk = nxt, nxt
 
 
 def racing(
