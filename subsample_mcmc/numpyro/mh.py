@@ -642,17 +642,8 @@ class RacingMH(MCMCKernel):
         """Each log-prior term at unconstrained ``z``: per latent (or observed non-data)
         site, and each transform's log-Jacobian; the model run on one datum."""
         ms = self._subsampler
-        values = ms.constrain(z)
-        tr = ms._trace(values, jnp.zeros((1,), jnp.int32), model_args, model_kwargs)
-        terms = {}
-        for name, site in tr.items():
-            if site["type"] != "sample" or name in ms.data_sites:
-                continue
-            if site["is_observed"] or name in ms.latent_sites:
-                lp = site["fn"].log_prob(site["value"])
-                if site.get("mask") is not None:
-                    lp = jnp.where(site["mask"], lp, 0.0)
-                terms[f"log prior of site {name!r}"] = jnp.sum(lp)
+        tr = ms._trace(ms.constrain(z), jnp.zeros((1,), jnp.int32), model_args, model_kwargs)
+        terms = {f"log prior of site {name!r}": v for name, v in ms._prior_terms(tr).items()}
         for k, u in z.items():
             t = ms.transforms[k]
             terms[f"log-Jacobian of the transform of site {k!r}"] = jnp.sum(t.log_abs_det_jacobian(u, t(u)))
@@ -897,9 +888,11 @@ class RacingMH(MCMCKernel):
         return new
 
     def get_diagnostics_str(self, state):
-        return "step {:.2e}, acc. {:.2f}, evals/step {}".format(
+        exact = float(jnp.mean(state.exact_mode))
+        return "step {:.2e}, acc. {:.2f}, evals/step {}{}".format(
             float(jnp.mean(state.step_size)), float(jnp.mean(state.mean_accept_prob)),
             int(jnp.mean(state.num_likelihood_evals)),
+            "" if exact == 0 else (", exact MH (racing cost more)" if exact == 1 else f", exact MH in {exact:.0%}"),
         )
 
     @property
