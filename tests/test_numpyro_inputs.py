@@ -448,3 +448,25 @@ def test_arviz_pointwise_log_likelihood_of_hmcecs_style_models():
     assert idata.observed_data["y"].shape == (N,)
     full = numpyro.infer.log_likelihood(mcmc.sampler.model, mcmc.get_samples(), y)["y"]
     assert full.shape == (50, N)
+
+
+def _nan_model(x, y=None):
+    a = numpyro.sample("a", dist.Normal(0.0, 5.0))
+    b = numpyro.sample("b", dist.Normal(0.0, 5.0))
+    with numpyro.plate("obs", x.shape[0]):
+        numpyro.sample("y", dist.Normal(a + b * x, 1.0), obs=y)
+
+
+def test_missing_data_are_named_with_argument_and_index():
+    """A NaN in a covariate (NumPyro's validation on: its own error has no site or index)
+    or in the observations: the error names the argument and the first NaN row."""
+    x, y = X64[:, 0].copy(), Y64.copy()
+    x[321] = np.nan
+    with numpyro.validation_enabled(True), pytest.raises(ValueError, match=r"'x' at index 321"):
+        MCMC(RacingMH(_nan_model), num_warmup=5, num_samples=5, progress_bar=False).run(
+            jax.random.PRNGKey(0), x, y)
+    x, y = X64[:, 0].copy(), Y64.copy()
+    y[77] = np.nan
+    with pytest.raises(ValueError, match=r"'y' is NaN at index 77"):
+        MCMC(RacingMH(_nan_model, control_variate=None), num_warmup=5, num_samples=5, progress_bar=False).run(
+            jax.random.PRNGKey(0), x, y, init_params={"a": jnp.zeros(()), "b": jnp.zeros(())})

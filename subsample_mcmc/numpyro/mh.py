@@ -695,7 +695,7 @@ class RacingMH(MCMCKernel):
             if bad_count[name]:
                 i, v = first[name]
                 vals = {k: np.asarray(v_) for k, v_ in values.items()}
-                missing = _missing_values(ms, model_args, model_kwargs, i)
+                missing = [repr(name) for name, _ in ms.nan_arguments(model_args, model_kwargs, index=i)]
                 why = (f"the data are missing there: {', '.join(missing)} is NaN at index {i}; drop or impute "
                        "rows with missing values before sampling" if missing else
                        "the data lie outside the likelihood's support there: check the data or " + hint)
@@ -923,18 +923,6 @@ def _inverse_mass(precision, dense: bool):
     lam, vec = jnp.linalg.eigh(sym)
     inv = jnp.clip(jnp.where(lam > 0, 1.0 / jnp.maximum(lam, 1e-10), 1.0), 1e-12, 1e6)
     return (vec * inv) @ vec.T
-
-
-def _missing_values(ms, model_args, model_kwargs, index) -> list:
-    """Names of the per-datum arguments (leading dimension N) that hold a NaN at ``index``."""
-    names = []
-    for name, value in ms._argument_names(model_args, dict(model_kwargs or {})):
-        for path, leaf in jax.tree_util.tree_flatten_with_path(value)[0]:
-            arr = np.asarray(leaf) if hasattr(leaf, "shape") else None
-            if (arr is not None and arr.ndim >= 1 and arr.shape[0] == ms.size and arr.dtype.kind in "fc"
-                    and np.isnan(arr[index]).any()):
-                names.append(repr(name + jax.tree_util.keystr(path)))
-    return names
 
 
 def _parameter_dependent_support(ms, model_args, model_kwargs):

@@ -226,7 +226,17 @@ class ModelSubsampler:
         self.model = model
         model_args = tuple(model_args)
         model_kwargs = dict(model_kwargs or {})
-        proto = handlers.trace(handlers.seed(model, 0)).get_trace(*model_args, **model_kwargs)
+        try:
+            proto = handlers.trace(handlers.seed(model, 0)).get_trace(*model_args, **model_kwargs)
+        except Exception as e:  # noqa: BLE001 -- re-raised, naming missing data when that is the cause
+            missing = self.nan_arguments(model_args, model_kwargs)
+            if not missing:
+                raise
+            where = ", ".join(f"{name!r} at index {index}" for name, index in missing)
+            raise ValueError(
+                f"the model fails on its data ({type(e).__name__}: {_first_line(e)}), which hold NaN values: "
+                f"{where} (the first along the leading axis); drop or impute rows with missing values "
+                "before sampling") from e
         plates = {n: s for n, s in proto.items() if s["type"] == "plate"}
         observed_in = {}
         for name, site in proto.items():
@@ -305,6 +315,25 @@ class ModelSubsampler:
         self._check_subsample_consistency(model_args, model_kwargs)
 
     # -- argument handling --------------------------------------------------------
+    def nan_arguments(self, model_args, model_kwargs, index: Optional[int] = None) -> list:
+        """``[(argument name, first NaN index)]`` of the array arguments (at any depth)
+        holding NaN values -- along their leading axis, or only at ``index`` when given."""
+        found = []
+        for name, value in self._argument_names(tuple(model_args), dict(model_kwargs or {})):
+            for path, leaf in jax.tree_util.tree_flatten_with_path(value, is_leaf=_is_pandas)[0]:
+                if _is_pandas(leaf) or isinstance(leaf, jax.core.Tracer) or not hasattr(leaf, "shape"):
+                    continue
+                arr = np.asarray(leaf)
+                if arr.ndim < 1 or arr.dtype.kind not in "fc":
+                    continue
+                bad = np.isnan(arr.reshape(arr.shape[0], -1)).any(axis=1)
+                if index is not None:
+                    bad = bad[index:index + 1] if index < bad.shape[0] else bad[:0]
+                if bad.any():
+                    first = int(np.argmax(bad)) + (0 if index is None else index)
+                    found.append((name + jax.tree_util.keystr(path), first))
+        return found
+
     def _argument_names(self, model_args, model_kwargs):
         """``(name, value)`` of every argument, names from the model's signature."""
         fn = self.model
