@@ -11,7 +11,7 @@ PYTEST_WORKERS ?= 2
 $(STAMP): pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[dev]'
 	@touch $(STAMP)
 
 demo: $(STAMP)

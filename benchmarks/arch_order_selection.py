@@ -27,9 +27,9 @@ import time
 import jax
 import numpy as np
 
-from models.arch import prepare, simulate_arch
-from models.arch_job import diagnostics
-from models.arch_sampler import ArchOrderSampler, total_variation
+from subsample_mcmc.models.arch import prepare, simulate_arch
+from subsample_mcmc.models.arch_job import diagnostics
+from subsample_mcmc.models.arch_sampler import ArchOrderSampler, total_variation
 
 
 def main() -> None:

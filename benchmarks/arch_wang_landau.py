@@ -17,8 +17,8 @@ import os
 
 import numpy as np
 
-from models.arch import load_returns, prepare
-from models.arch_sampler import ArchOrderSampler
+from subsample_mcmc.models.arch import load_returns, prepare
+from subsample_mcmc.models.arch_sampler import ArchOrderSampler
 
 
 def settle_point(est, cum, ref, mask, tol):

@@ -2,7 +2,7 @@
 
 One run, one machine, the same simulated data for every method: d = 10 covariates
 plus an intercept, N in ``--sizes`` (default 1e5 and 1e6).  Methods
-(:data:`subsample_mcmc.experiments.logistic.METHODS`):
+(:data:`experiments.logistic.METHODS`):
 
 * ``nuts``: NumPyro NUTS on the full data;
 * ``hmcecs``: NumPyro HMCECS (NUTS inner kernel, subsample size 1000, 100 blocks) with
@@ -51,7 +51,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from subsample_mcmc.experiments import logistic as L
+from experiments import logistic as L
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "results" / "logistic_regression.json"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 r"""Heavy-tail battery at full size, and what the heavy-tail guard costs on light tails.
 
-Part 1 (``battery``): every cell of :mod:`subsample_mcmc.experiments.heavy_tails`
+Part 1 (``battery``): every cell of :mod:`experiments.heavy_tails`
 (7 reward families x D in {2, 6, 30} x delta in {0.001, 0.01, 0.05}) at N = 5e4 with
 ``--races`` races each, Racing-Normal (pairwise) with and without the guard: errors
 against the exact Gumbel-max draw with the same noise, 99% Clopper-Pearson interval,
@@ -36,8 +36,8 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from subsample_mcmc.experiments.heavy_tails import FAMILIES, make_heavy_problem, run_cell  # noqa: E402
-from subsample_mcmc.experiments.synthetic import make_problem, run_setting  # noqa: E402
+from experiments.heavy_tails import FAMILIES, make_heavy_problem, run_cell  # noqa: E402
+from experiments.synthetic import make_problem, run_setting  # noqa: E402
 from racing_synthetic import _git_state  # noqa: E402  (benchmarks/ is on sys.path)
 
 DELTAS = (0.001, 0.01, 0.05)

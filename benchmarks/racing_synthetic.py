@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import jax  # noqa: E402
 
-from subsample_mcmc.experiments.synthetic import (  # noqa: E402
+from experiments.synthetic import (  # noqa: E402
     benchmark_grid,
     records_to_markdown,
     run_grid,

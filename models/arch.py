@@ -37,7 +37,7 @@ so one row is everything datum ``t`` contributes: per-datum log-likelihoods are
 row-wise and a race reads rows in any order.
 
 The product-space sampler (Carlin & Chib 1995) that selects ``q`` lives in
-:mod:`models.arch_sampler`.
+:mod:`subsample_mcmc.models.arch_sampler`.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@ r"""Carlin & Chib (1995) product-space sampler for ARCH order selection, with ra
 (App. C.2 of Chen & Ghahramani 2016, Eq. 25).
 
 Every order ``j`` in ``Q`` keeps its own parameter block ``u^(j)`` (softplus space, see
-:mod:`models.arch`).  The joint target is
+:mod:`subsample_mcmc.models.arch`).  The joint target is
 
     p~(q, u^(1..D) | r) ∝ pi~(q) p(u^(q)) prod_t p(r_t | u^(q), r_{t-q:t-1}) prod_{j != q} p_pseudo(u^(j)),
 
@@ -443,7 +443,7 @@ class ArchOrderSampler:
     """Posterior over the ARCH order ``q`` by the product-space sampler (module docstring).
 
     Args:
-        data: :class:`models.arch.ArchData` (from :func:`models.arch.prepare`).
+        data: :class:`subsample_mcmc.models.arch.ArchData` (from :func:`subsample_mcmc.models.arch.prepare`).
         laplace: the per-order Laplace fits (computed when omitted, one-off full passes).
         delta: error level of every race, in ``(0, 0.5)`` (0.05 in Sec. 5.2).
         first_batch: ``m1`` of the races (50 in Sec. 5.2).
@@ -453,7 +453,7 @@ class ArchOrderSampler:
         target_accept: acceptance rate the step sizes are tuned to (0.36, App. C.2).
 
     Example:
-        >>> from models.arch import prepare, simulate_arch
+        >>> from subsample_mcmc.models.arch import prepare, simulate_arch
         >>> r, _ = simulate_arch(3000, order=2, seed=1)
         >>> s = ArchOrderSampler(prepare(r, orders=(1, 2, 4)))
         >>> run = s.run(0, num_adapt=50, num_samples=50, num_chains=1, progress_bar=False)

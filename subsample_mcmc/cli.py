@@ -51,7 +51,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _arch(args: argparse.Namespace) -> int:
-    from models.arch_job import run_job
+    from subsample_mcmc.models.arch_job import run_job
 
     orders = [o for o in args.orders.split(",") if o.strip()]
     try:

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from models.arch import (
+from subsample_mcmc.models.arch import (
     arch_numpyro_model, lag_matrix, load_returns, log_likelihood_points, prepare, simulate_arch,
     student_t_logpdf, validate_orders,
 )
-from models.arch_sampler import ArchOrderSampler, _arm_rewards, _control_variate, _pseudo_log_density, total_variation
-from models.arch import log_prior
+from subsample_mcmc.models.arch_sampler import ArchOrderSampler, _arm_rewards, _control_variate, _pseudo_log_density, total_variation
+from subsample_mcmc.models.arch import log_prior
 from subsample_mcmc.racing import sample_discrete
 
 # the runs below use the same shapes (2 chains, chunks of 100), so a worker compiles the
@@ -85,7 +85,7 @@ def test_racing_gibbs_draw_within_delta_of_exact(small_problem, control_variate)
     delta = 0.1
 
     if control_variate == "parameter":
-        from models.arch_sampler import _proxy_residual_rewards, _proxy_sum
+        from subsample_mcmc.models.arch_sampler import _proxy_residual_rewards, _proxy_sum
 
         race_rewards = _proxy_residual_rewards(u, a.masks, a.mu, a.y, True)
         race_f0 = log_f0 + a.proxy_const + jax.vmap(_proxy_sum)(u, a.mu, a.grad_map, a.proxy_hess)

@@ -14,7 +14,7 @@ import numpyro.distributions as dist
 import pytest
 from scipy import stats
 
-from subsample_mcmc.experiments.heavy_tails import FAMILIES, make_heavy_problem, run_cell
+from experiments.heavy_tails import FAMILIES, make_heavy_problem, run_cell
 from subsample_mcmc.racing import sample_discrete
 from subsample_mcmc.racing.race import pair_moments, tail_guard
 

@@ -5,7 +5,7 @@ Contract for notebooks (see ``notebooks/racing_synthetic.ipynb`` for an example)
 * with the environment variable ``SUBSAMPLE_MCMC_NOTEBOOK_SIZE=small`` a notebook
   must run a reduced, fast version of its experiment live (aim for well under 90 s);
 * it must not need a display: use matplotlib's Agg backend (figures can be
-  embedded with :func:`subsample_mcmc.experiments.plots.show`).
+  embedded with :func:`experiments.plots.show`).
 
 How a notebook is run here:
 

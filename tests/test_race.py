@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 
 from subsample_mcmc.racing import best_arm, doubling_schedule, trace_count
-from subsample_mcmc.experiments.synthetic import make_problem, run_setting
+from experiments.synthetic import make_problem, run_setting
 
 RACING = [("normal", "pairwise"), ("normal", "marginal"), ("normal_union", "pairwise"),
           ("ebs", "pairwise"), ("ebs", "marginal"), ("lil_ucb", "pairwise")]

@@ -182,7 +182,7 @@ def make_kernel(method: str, *, reference: Optional[dict] = None, num_blocks: in
             uses 100).
         racing_options: extra keyword arguments of ``RacingMH``.
     """
-    from ..numpyro import RacingMH
+    from subsample_mcmc.numpyro import RacingMH
 
     racing_options = dict(racing_options or {})
     if method == "nuts":

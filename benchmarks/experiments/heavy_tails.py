@@ -14,7 +14,7 @@ the exact Gumbel-max draw with the same noise on populations built to break it:
   ``logistic`` (location of ``Logistic(loc, 1)`` on ``t_2`` data: differences with
   infinite variance), ``normal`` (mean of ``Normal(mu, 1)`` on ``t_2.5`` data);
 * synthetic populations, normalised per arm as in the synthetic experiment
-  (:func:`~subsample_mcmc.experiments.synthetic.make_problem`): ``lognormal``
+  (:func:`~experiments.synthetic.make_problem`): ``lognormal``
   (``LogNormal(0, 2.5)``), ``contaminated`` (Normal bulk, 1% of rewards at +-60
   standard deviations), ``pareto`` (tail index 1.5, infinite variance).
 
@@ -89,7 +89,7 @@ def run_cell(problem: Problem, *, delta: float, num_races: int, seed: int = 0,
     """Racing-Normal on one battery cell: errors against the exact draw, cost.
 
     Adds ``exceeds`` (the whole 99% Clopper-Pearson interval of the error rate lies
-    above ``delta``) to :func:`~subsample_mcmc.experiments.synthetic.run_setting`'s record.
+    above ``delta``) to :func:`~experiments.synthetic.run_setting`'s record.
     """
     rec = run_setting(problem, method="normal", delta=delta, variance=variance,
                       num_races=num_races, seed=seed, batch_size=None,

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy import stats
 
-from ..racing import sample_discrete
+from subsample_mcmc.racing import sample_discrete
 
 __all__ = [
     "DISTRIBUTIONS", "make_problem", "Problem", "run_setting", "clopper_pearson",

@@ -18,8 +18,8 @@ import math
 
 import numpy as np
 
-from ..racing.bounds import EBS_KAPPA, b_normal, b_normal_union, num_stages
-from ..racing.schedule import doubling_schedule
+from subsample_mcmc.racing.bounds import EBS_KAPPA, b_normal, b_normal_union, num_stages
+from subsample_mcmc.racing.schedule import doubling_schedule
 
 __all__ = [
     "METHOD_COLORS", "DISTRIBUTION_MARKERS", "PAPER_FIGURES", "select",
