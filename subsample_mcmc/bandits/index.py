@@ -22,7 +22,8 @@ policy          index                                                          d
 ``kl_ucb``      ``max{q : t_k kl(rbar, q) <= ln t + c ln ln t}``                c = 0
                 (Garivier & Cappe 2011; ``kl`` is the Bernoulli divergence)
 ``eps_greedy``  ``eps_n = min(1, c K / (d^2 t))``: a uniform arm with           c=1, d=1
-                probability ``eps_n``, else the best empirical mean (Auer 2002)
+                probability ``eps_n``, else the best empirical mean
+                (Auer 2002)
 =============== ============================================================== ===========
 
 ``ucb1_tuned`` uses Auer's variance ``V_k`` (the rendered Eq. 3 of Maes et al. prints a
