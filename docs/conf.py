@@ -52,7 +52,7 @@ autodoc_default_options = {
 }
 autodoc_typehints = "signature"
 autodoc_preserve_defaults = True
-autoclass_content = "both"      # class docstring followed by __init__'s
+autoclass_content = "class"     # the class docstring holds Args: (no NamedTuple "Create new instance")
 # Optional heavy dependencies are imported for real (the docs extra installs the package);
 # nothing is mocked, so a broken import fails the build instead of silently dropping a page.
 

@@ -50,7 +50,7 @@ class Environment:
 
     Attributes:
         name: registry name.
-        num_arms: K.
+        num_arms: the number of arms K.
         context_dim: dimension of each arm's feature vector in ``obs`` (0 if none).
         sample_problem: ``key -> problem`` (a pytree; fixed problems ignore the key).
         observe: ``(problem, key, t) -> obs``.
