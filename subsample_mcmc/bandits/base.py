@@ -106,6 +106,11 @@ def argmax_random_ties(key: jax.Array, values: jax.Array) -> jax.Array:
     """``argmax`` with ties broken uniformly at random (Alg. 1 of Maes et al.).
 
     NaN entries never win unless every entry is NaN (then arm 0 is returned).
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> int(argmax_random_ties(jax.random.PRNGKey(0), jnp.array([1.0, 3.0, 3.0, 2.0]))) in (1, 2)
+        True
     """
     values = jnp.where(jnp.isnan(values), -jnp.inf, values)
     best = jnp.max(values)

@@ -59,7 +59,13 @@ def make_policy(name: str, **params) -> Policy:
 
 
 def parse_policy(text: str) -> Policy:
-    """``"kl_ucb:c=3"`` -> ``kl_ucb(c=3.0)``; ``"ucb_v:c=1.5:zeta=0.06"`` etc."""
+    """``"kl_ucb:c=3"`` -> ``kl_ucb(c=3.0)``; ``"ucb_v:c=1.5:zeta=0.06"`` etc.
+
+    Example:
+        >>> policy = parse_policy("kl_ucb:c=3")
+        >>> policy.name, policy.param_names, policy.default_params
+        ('kl_ucb:c=3', ('c',), (3.0,))
+    """
     name, *assignments = text.strip().split(":")
     params = {}
     for item in assignments:

@@ -225,6 +225,14 @@ def simulate(policy: Policy, env: Environment, horizon: int, key, num_problems: 
     Returns:
         :class:`SimulationResult`; ``stderr`` treats problems as the i.i.d. unit (runs of
         one problem are averaged first), the Monte Carlo error of ``E_P E[R_T]``.
+
+    Example:
+        >>> import jax
+        >>> from subsample_mcmc.bandits import make_environment, parse_policy
+        >>> res = simulate(parse_policy("ucb1"), make_environment("bernoulli"), horizon=50,
+        ...                key=jax.random.PRNGKey(0), num_problems=20)
+        >>> res.regret.shape, res.mean >= 0.0
+        ((20, 1), True)
     """
     horizon = check_horizon(env, horizon)
     if not isinstance(num_problems, (int, np.integer)) or num_problems < 1:
