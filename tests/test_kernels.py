@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from subsample_mcmc.kernels import exact_mh_step, langevin_proposal, racing_mh_accept, racing_mh_step
+from subsample_mcmc.kernels import build_kernel, init, langevin, racing_mh_accept
 
 N = 2000
 Y = jnp.asarray(np.random.default_rng(0).normal(1.0, 2.0, N).astype(np.float32))
@@ -28,7 +28,7 @@ def test_forced_full_race_equals_exact_mh():
     def racing(key, x, xp):
         both = lambda idx: jnp.stack([log_lik(x, idx), log_lik(xp, idx)])  # noqa: E731
         acc, race = racing_mh_accept(key, both, N, log_prior(x), log_prior(xp), first_batch=N)
-        return acc, race.num_evaluations
+        return acc, race.num_rewards_read
 
     def exact(key, x, xp):  # the textbook MH test in float64 with the same uniform
         u = float(jnp.log(jax.random.uniform(jax.random.split(key)[0], minval=jnp.finfo(jnp.float32).tiny)))
@@ -57,15 +57,15 @@ def test_conjugate_normal_posterior(proposal):
     post_sd = post_prec**-0.5
     step = 1.2 * post_sd if proposal == "langevin" else 2.4 * post_sd
 
+    step_fn = build_kernel(proposal, delta=0.05, grad_batch_size=50)
+
     def run(key):
-        def body(x, k):
-            x, info = racing_mh_step(k, x, log_prior_fn=log_prior, log_likelihood_fn=log_lik,
-                                     population_size=N, step_size=step, proposal=proposal,
-                                     delta=0.05, grad_batch_size=50)
-            return x, (x[0], info.accepted, info.num_likelihood_evals)
+        def body(state, k):
+            state, info = step_fn(k, state, log_prior, log_lik, N, step)
+            return state, (state.position[0], info.accepted, info.num_likelihood_evals)
 
         x0 = jnp.array([post_mean], jnp.float32)
-        _, out = jax.lax.scan(body, x0, jax.random.split(key, 3000))
+        _, out = jax.lax.scan(body, init(x0), jax.random.split(key, 3000))
         return out
 
     xs, acc, evals = jax.jit(jax.vmap(run))(jax.random.split(jax.random.PRNGKey(0), 4))
@@ -85,7 +85,7 @@ def test_langevin_densities_are_consistent():
     grad = lambda x: -x  # noqa: E731
     x0 = jnp.array([0.7, -0.3])
     keys = jax.random.split(jax.random.PRNGKey(0), 4000)
-    props, fwd, bwd = jax.vmap(lambda k: langevin_proposal(k, x0, 0.5, grad))(keys)
+    props, fwd, bwd = jax.vmap(lambda k: langevin()(k, x0, 0.5, None, grad))(keys)
     mean = x0 + 0.125 * grad(x0)
     z = (np.asarray(props) - np.asarray(mean)) / 0.5
     assert stats.kstest(z[:, 0], "norm").pvalue > 1e-3
@@ -99,30 +99,28 @@ def test_langevin_densities_are_consistent():
 
 def test_bad_proposal_name():
     with pytest.raises(ValueError, match="proposal"):
-        racing_mh_step(jax.random.PRNGKey(0), jnp.zeros(1), log_prior_fn=log_prior,
-                       log_likelihood_fn=log_lik, population_size=N, step_size=0.1, proposal="hmc")
+        build_kernel("hmc")
 
 
 @pytest.mark.parametrize("proposal", ["random_walk", "langevin"])
 def test_exact_step_is_the_full_race_with_one_pass_per_step(proposal):
-    """``exact_mh_step`` makes the proposal and draws the ``u`` of ``racing_mh_step`` on
-    the same key: a chain of exact steps equals the chain of races forced to read
+    """The exact kernel (``method="exact"``) makes the proposal and draws the ``u`` of the
+    racing kernel on the same key: a chain of exact steps equals the chain of races forced to read
     everything; with the current sum carried, a step costs N evaluations, not 2 N."""
     step = 0.05
 
+    race_step = build_kernel(proposal, grad_batch_size=50, first_batch=N)
+    exact_step = build_kernel(proposal, method="exact", grad_batch_size=50, chunk_size=512)
+
     def chains(key):
         def body(carry, k):
-            x_race, x_exact, total = carry
-            x_race, _ = racing_mh_step(k, x_race, log_prior_fn=log_prior, log_likelihood_fn=log_lik,
-                                       population_size=N, step_size=step, proposal=proposal,
-                                       grad_batch_size=50, first_batch=N)
-            x_exact, total, info = exact_mh_step(k, x_exact, log_prior_fn=log_prior, log_likelihood_fn=log_lik,
-                                                 population_size=N, step_size=step, proposal=proposal,
-                                                 grad_batch_size=50, log_likelihood_sum=total, chunk_size=512)
-            return (x_race, x_exact, total), (x_race[0], x_exact[0], info.num_likelihood_evals, info.accepted)
+            race, exact = carry
+            race, _ = race_step(k, race, log_prior, log_lik, N, step)
+            exact, info = exact_step(k, exact, log_prior, log_lik, N, step)
+            return (race, exact), (race.position[0], exact.position[0], info.num_likelihood_evals, info.accepted)
 
         x0 = jnp.array([1.0], jnp.float32)
-        return jax.lax.scan(body, (x0, x0, jnp.float32(jnp.nan)), jax.random.split(key, 200))[1]
+        return jax.lax.scan(body, (init(x0), init(x0)), jax.random.split(key, 200))[1]
 
     xr, xe, evals, acc = jax.jit(chains)(jax.random.PRNGKey(4))
     np.testing.assert_allclose(np.asarray(xr), np.asarray(xe), rtol=1e-6)

@@ -37,15 +37,20 @@ def _evals(kernel, model_args, steps=30):
     return np.asarray(mcmc.get_extra_fields()["num_likelihood_evals"])
 
 
-def test_exact_mh_without_proxy_counts_both_arms_at_every_datum():
-    kernel = RacingMH(normal_model, method="exact", control_variate=None)
-    assert np.all(_evals(kernel, (Y,)) == 2 * N)
+@pytest.mark.parametrize("control_variate", [None, "taylor"])
+def test_exact_mh_reads_every_datum_once_per_step(control_variate):
+    """``method="exact"`` is the exact MH step: both points at every datum on the first
+    step, then one pass per step (the current sum cached); the proxy is not read."""
+    kernel = RacingMH(normal_model, method="exact", control_variate=control_variate)
+    evals = _evals(kernel, (Y,))
+    assert evals[0] == 2 * N and np.all(evals[1:] == N)
 
 
 def test_proxy_residuals_count_more_than_one_evaluation():
-    """A Taylor residual l - h needs nested jvps: an exact race over residuals costs more
-    than 2 N likelihood evaluations, and what it costs is calibrated, not guessed."""
-    kernel = RacingMH(normal_model, method="exact")
+    """A Taylor residual l - h needs nested jvps: a race over residuals forced to read
+    everything costs more than 2 N likelihood evaluations, and what it costs is
+    calibrated, not guessed."""
+    kernel = RacingMH(normal_model, first_batch=N, exact_when_cheaper=False)
     evals = _evals(kernel, (Y,))
     point = kernel._costs["point"]
     assert point > 1.0
@@ -152,6 +157,11 @@ def test_racing_mh_samples_by_the_exact_step_when_the_race_costs_more():
 def test_gibbs_exact_counts_every_arm():
     kernel = RacingGibbs(scale_model, inner_kernel=RacingMH(scale_model, method="exact", control_variate=None),
                          method="exact")
-    evals = _evals(kernel, (Y,), steps=10)
-    # 3 arms x N for k, 2 N for the exact MH step on mu (no proxy: nothing to refresh)
-    assert np.all(evals == 3 * N + 2 * N)
+    mcmc = MCMC(kernel, num_warmup=0, num_samples=10, progress_bar=False)
+    mcmc.run(jax.random.PRNGKey(0), Y, extra_fields=("num_likelihood_evals",))
+    evals = np.asarray(mcmc.get_extra_fields()["num_likelihood_evals"])
+    k = np.asarray(mcmc.get_samples()["k"])
+    # 3 arms x N for k; the exact MH step on mu reads N with the current sum cached, 2 N
+    # when k changed (the cached sum is then dropped) and at the first step
+    changed = np.r_[True, k[1:] != k[:-1]]
+    assert np.all(evals == 3 * N + np.where(changed, 2 * N, N))

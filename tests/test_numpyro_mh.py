@@ -14,7 +14,7 @@ import numpyro.distributions as dist
 import pytest
 from numpyro.infer import MCMC, NUTS, Predictive
 
-from subsample_mcmc.kernels import gaussian_random_walk
+from subsample_mcmc.kernels import random_walk
 from subsample_mcmc.numpyro import RacingMH
 
 N = 20_000
@@ -85,7 +85,7 @@ def test_full_read_reproduces_exact_mh_bit_for_bit():
     def log_target(mu):
         return -0.5 * (mu / PRIOR_SD) ** 2 + np.sum(-0.5 * ((yy - mu) / 2.0) ** 2)
 
-    propose = jax.jit(lambda k, v: gaussian_random_walk(k, v, jnp.float32(step), jnp.ones(1))[0])
+    propose = jax.jit(lambda k, v: random_walk()(k, v, jnp.float32(step), jnp.ones(1))[0])
     x = np.float32(0.9)
     accepted = 0
     for _ in range(steps):

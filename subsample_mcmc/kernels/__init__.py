@@ -1,17 +1,33 @@
-"""Pure transition kernels built on the racing core (no NumPyro).
+"""Pure, BlackJAX-shaped transition kernels built on the racing core (no NumPyro), and
+the one home of the maths they share.
 
-Plain functions over pytrees, usable from BlackJAX-style code: the racing
-Metropolis-Hastings accept test (Sec. 4, Eq. 12 of Chen & Ghahramani 2016), random
-walk and mini-batch Langevin (SGLD-style) proposals, and the Gumbel-max discrete
-Gibbs step.
+* :mod:`.mh` -- racing and exact Metropolis-Hastings: ``init``, ``build_kernel(...) ->
+  step(rng_key, state, ...) -> (MHState, MHInfo)`` (Sec. 4, Eq. 12 of Chen & Ghahramani
+  2016);
+* :mod:`.gibbs` -- the Gumbel-max discrete Gibbs step (Eq. 2-3);
+* :mod:`.proposals` -- random walk and Langevin proposals with a diagonal or dense
+  preconditioner;
+* :mod:`.gradients` -- mini-batch log densities and gradient estimators, plain and with
+  a control variate;
+* :mod:`.proxy` -- the second-order parameter-space Taylor proxy;
+* :mod:`.laplace` -- MAP searches (Adam restarts, safeguarded Newton) and Laplace
+  approximations;
+* :mod:`.cost` -- what a step computes, in likelihood-evaluation units.
 """
 
-from .mh import MHInfo, exact_mh_step, gaussian_random_walk, langevin_proposal, racing_mh_accept, racing_mh_step
-from .proxy import TaylorProxy, proxy_per_datum, proxy_sum, taylor_proxy
+from .cost import evaluation_equivalents
 from .gibbs import discrete_gibbs_step
+from .gradients import gradient_estimator, minibatch_log_density, random_batch
+from .laplace import LaplaceApproximation, fit_laplace, inverse_mass, laplace_approximation
+from .mh import MHInfo, MHState, build_kernel, init, racing_mh_accept
+from .proposals import PROPOSALS, Preconditioner, Proposal, get_proposal, langevin, preconditioner, random_walk
+from .proxy import TaylorProxy, proxy_per_datum, proxy_residual, proxy_sum, taylor_proxy
 
 __all__ = [
-    "MHInfo", "gaussian_random_walk", "langevin_proposal", "racing_mh_accept",
-    "racing_mh_step", "exact_mh_step", "discrete_gibbs_step", "TaylorProxy", "taylor_proxy", "proxy_sum",
-    "proxy_per_datum",
+    "MHState", "MHInfo", "init", "build_kernel", "racing_mh_accept", "discrete_gibbs_step",
+    "Proposal", "PROPOSALS", "get_proposal", "random_walk", "langevin", "Preconditioner", "preconditioner",
+    "gradient_estimator", "minibatch_log_density", "random_batch",
+    "TaylorProxy", "taylor_proxy", "proxy_sum", "proxy_per_datum", "proxy_residual",
+    "LaplaceApproximation", "laplace_approximation", "fit_laplace", "inverse_mass",
+    "evaluation_equivalents",
 ]

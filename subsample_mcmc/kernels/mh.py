@@ -12,15 +12,17 @@ of the data with error at most ``delta``; Racing-Normal and Racing-EBS reduce to
 subsampled MH tests of Korattikara et al. (2014) and Bardenet et al. (2014) with the
 doubling schedule and the bounds of Sec. 3.3.
 
-Proposals (pure functions ``(key, x, ...) -> (x', log q(x'|x), log q(x|x'))``):
+BlackJAX-shaped (``init`` and ``build_kernel``)::
 
-* :func:`gaussian_random_walk` -- ``x' = x + eps M^{-1/2} z`` (symmetric, the q terms cancel);
-* :func:`langevin_proposal` -- the mini-batch Langevin (SGLD) move
-  ``x' = x + eps^2/2 M^{-1} g_hat(x) + eps M^{-1/2} z`` with
-  ``g_hat(x) = grad log p(x) + (N/b) sum_{n in batch} grad log p(y_n|x)``; the reverse
-  density uses ``g_hat(x')`` on the *same* mini-batch, so that, the batch being drawn
-  independently of the state, the corrected chain keeps the right target
-  ("SGLD corrected by Racing-Normal MH", Sec. 5.2).
+    state = init(position)                         # MHState
+    step = build_kernel(langevin(), method="normal", delta=0.05)
+    state, info = step(key, state, log_prior_fn, log_likelihood_fn, N, step_size)
+
+``method`` is the racing core's vocabulary (:data:`~subsample_mcmc.racing.METHODS`):
+``"exact"`` gives the exact MH step on all the data, the others race.  Proposals are
+:class:`~subsample_mcmc.kernels.proposals.Proposal` objects (random walk, Langevin with
+the mini-batch gradient estimate of :mod:`~subsample_mcmc.kernels.gradients`, which a
+Taylor proxy turns into the control-variate estimate).
 """
 
 from __future__ import annotations
@@ -29,15 +31,24 @@ from typing import Callable, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
-from jax.flatten_util import ravel_pytree
 
 from ..racing import best_arm
-from ..racing.race import RaceResult, run_at_most_once
-from .optimize import log_density_sum
-from .proxy import TaylorProxy, proxy_per_datum, proxy_sum
+from ..racing.race import RaceResult
+from ..racing.race import run_at_most_once as _run_at_most_once  # TODO(lead): private name
+from .gradients import gradient_estimator, random_batch
+from .laplace import log_density_sum
+from .proposals import Proposal, get_proposal
+from .proxy import TaylorProxy, proxy_residual, proxy_sum
 
-__all__ = ["MHInfo", "racing_mh_accept", "gaussian_random_walk", "langevin_proposal", "racing_mh_step",
-           "exact_mh_step"]
+__all__ = ["MHState", "MHInfo", "init", "build_kernel", "racing_mh_accept"]
+
+
+class MHState(NamedTuple):
+    """A flat ``position`` ``[p]`` and ``sum_n l_n(position)`` when known (the exact kernel
+    keeps it, so that a step costs one pass; NaN when unknown)."""
+
+    position: jax.Array
+    log_likelihood_sum: jax.Array
 
 
 class MHInfo(NamedTuple):
@@ -48,6 +59,13 @@ class MHInfo(NamedTuple):
     race_stage: jax.Array
     log_accept_ratio_prior: jax.Array  # the non-data part of the log MH ratio
     nonfinite: jax.Array
+
+
+def init(position: jax.Array, log_likelihood_sum=None) -> MHState:
+    """The :class:`MHState` at a flat ``position`` (``log_likelihood_sum``: known or not)."""
+    position = jnp.asarray(position)
+    value = jnp.nan if log_likelihood_sum is None else log_likelihood_sum
+    return MHState(position, jnp.asarray(value, position.dtype))
 
 
 def racing_mh_accept(
@@ -78,7 +96,7 @@ def racing_mh_accept(
         when a non-finite log-likelihood stopped it).
     """
     key_u, key_race = jax.random.split(key)
-    log_u = jnp.log(jax.random.uniform(key_u, minval=jnp.finfo(jnp.float32).tiny))
+    log_u = _log_uniform(key_u)
     n = population_size
     offsets = jnp.stack([log_u + log_prior_current + log_q_forward,
                          log_prior_proposal + log_q_backward]) / n
@@ -87,237 +105,135 @@ def racing_mh_accept(
     return race.arm == 1, race
 
 
-def _mass_factor(inverse_mass_matrix, flat):
-    """Pieces of an inverse mass matrix ``M^{-1} = L L'`` that is ``None`` (the identity),
-    a ``[p]`` diagonal or a ``[p, p]`` dense matrix: ``(v -> M^{-1} v, z -> L z,
-    r -> L^{-1} r, log det L)``."""
-    if inverse_mass_matrix is None:
-        inverse_mass_matrix = jnp.ones_like(flat)
-    minv = jnp.asarray(inverse_mass_matrix, flat.dtype)
-    if minv.ndim == 1:
-        root = jnp.sqrt(minv)
-        return (lambda v: minv * v), (lambda z: root * z), (lambda r: r / root), jnp.sum(jnp.log(root))
-    chol = jnp.linalg.cholesky(minv)
-    return ((lambda v: minv @ v), (lambda z: chol @ z),
-            (lambda r: jax.scipy.linalg.solve_triangular(chol, r, lower=True)),
-            jnp.sum(jnp.log(jnp.diagonal(chol))))
+def _log_uniform(key):
+    """``log u``, ``u ~ Uniform(0, 1)``: the racing and the exact step draw it alike."""
+    return jnp.log(jax.random.uniform(key, minval=jnp.finfo(jnp.float32).tiny))
 
 
-def gaussian_random_walk(key, position, step_size, inverse_mass_matrix=None):
-    """Gaussian random-walk proposal ``x' = x + eps L z``, ``L L' = M^{-1}`` (symmetric).
-
-    ``inverse_mass_matrix``: ``None`` (identity), a ``[p]`` diagonal or a ``[p, p]`` dense
-    matrix (e.g. the inverse Hessian at the mode: a Laplace-shaped random walk).
-
-    Returns ``(proposal, log q(x'|x), log q(x|x'))`` with the two log densities equal
-    (both 0: they cancel in the MH ratio).
-    """
-    flat, unravel = ravel_pytree(position)
-    _, scale, _, _ = _mass_factor(inverse_mass_matrix, flat)
-    proposal = flat + step_size * scale(jax.random.normal(key, flat.shape, flat.dtype))
-    zero = jnp.zeros((), flat.dtype)
-    return unravel(proposal), zero, zero
-
-
-def langevin_proposal(key, position, step_size, grad_estimate_fn, inverse_mass_matrix=None):
-    """Mini-batch Langevin (SGLD) proposal with its exact forward and reverse densities:
-    ``x' ~ N(x + eps^2/2 M^{-1} g_hat(x), eps^2 M^{-1})``.
-
-    ``grad_estimate_fn(position) -> gradient pytree`` must use one fixed mini-batch
-    (drawn by the caller before proposing) so that ``q(x|x')`` is the density of the
-    same kernel run from ``x'``.  ``inverse_mass_matrix`` as in :func:`gaussian_random_walk`.
-
-    Returns ``(proposal, log q(x'|x), log q(x|x'))``.
-    """
-    flat, unravel = ravel_pytree(position)
-    times, scale, whiten, log_det = _mass_factor(inverse_mass_matrix, flat)
-
-    def drift(x_flat):
-        g, _ = ravel_pytree(grad_estimate_fn(unravel(x_flat)))
-        return x_flat + 0.5 * step_size**2 * times(g)
-
-    def logpdf(x, mean):
-        z = whiten(x - mean) / step_size
-        return -0.5 * jnp.sum(z * z) - log_det - flat.shape[0] * (jnp.log(step_size) + 0.5 * jnp.log(2 * jnp.pi))
-
-    mean_fwd = drift(flat)
-    proposal = mean_fwd + step_size * scale(jax.random.normal(key, flat.shape, flat.dtype))
-    mean_bwd = drift(proposal)
-    return unravel(proposal), logpdf(proposal, mean_fwd), logpdf(flat, mean_bwd)
-
-
-def _proposal(key_prop, key_batch, position, n, known, residual, step_size, proposal, inverse_mass_matrix,
-              grad_batch_size):
-    """``(x', log q(x'|x), log q(x|x'), gradient evaluations)`` (shared by the racing and the
-    exact step, so that one key gives both steps the same proposal)."""
-    if proposal == "random_walk":
-        new, log_fwd, log_bwd = gaussian_random_walk(key_prop, position, step_size, inverse_mass_matrix)
-        return new, log_fwd, log_bwd, 0
-    if proposal == "langevin":
-        batch = jax.random.randint(key_batch, (grad_batch_size,), 0, n)
-
-        def grad_estimate(x):
-            def objective(z):
-                return known(z) + (n / grad_batch_size) * jnp.sum(residual(z, batch))
-
-            return jax.grad(objective)(x)
-
-        new, log_fwd, log_bwd = langevin_proposal(key_prop, position, step_size, grad_estimate, inverse_mass_matrix)
-        return new, log_fwd, log_bwd, 2 * grad_batch_size
-    raise ValueError(f"proposal must be 'random_walk' or 'langevin', got {proposal!r}")
-
-
-def _targets(log_prior_fn, log_likelihood_fn, proxy):
-    """``(residual, known)``: what the race reads per datum and what it knows exactly."""
-    if proxy is None:
-        return log_likelihood_fn, log_prior_fn
-
-    def residual(x, idx):
-        return log_likelihood_fn(x, idx) - proxy_per_datum(log_likelihood_fn, proxy, x, idx)
-
-    def known(x):
-        return log_prior_fn(x) + proxy_sum(proxy, x)
-
-    return residual, known
-
-
-def racing_mh_step(
-    key: jax.Array,
-    position,
+def build_kernel(
+    proposal="random_walk",
     *,
-    log_prior_fn: Callable,
-    log_likelihood_fn: Callable,
-    population_size: int,
-    step_size: float,
-    proposal: str = "random_walk",
-    inverse_mass_matrix=None,
+    method: str = "normal",
     grad_batch_size: int = 100,
-    proxy: Optional[TaylorProxy] = None,
-    control_variate_fn: Optional[Callable] = None,
     point_cost: float = 1.0,
     gradient_point_cost: float = 1.0,
+    chunk_size: int = 4096,
     **race_options,
-):
-    r"""One racing MH transition (a BlackJAX-style pure step) on a flat position.
+) -> Callable:
+    r"""A racing (or, ``method="exact"``, exact) MH transition on flat positions.
 
     Args:
-        position: flat parameter vector ``[p]``.
-        log_prior_fn: ``position -> log p(x)``.
-        log_likelihood_fn: ``(position, indices) -> [len(indices)]`` per-datum
-            log-likelihoods ``log p(y_n | x)``.
-        proposal: ``"random_walk"`` or ``"langevin"`` (mini-batch gradient of size
-            ``grad_batch_size``, drawn with replacement, scaled by ``N / b``).
-        proxy: optional :class:`~subsample_mcmc.kernels.proxy.TaylorProxy`; the race
-            then reads the residuals ``l_n - h_n`` and the proxy's exact sum enters
-            the MH ratio (and the Langevin gradient becomes the control-variate
-            estimate ``grad [log p + sum_n h_n] + (N/b) sum_batch grad (l_n - h_n)``).
-        control_variate_fn: optional ``(x, x') -> TaylorControlVariate``: the data-space
-            control variate (Eq. 11) of the two arms, passed to the race.
+        proposal: a :class:`~subsample_mcmc.kernels.proposals.Proposal` or its name
+            (``"random_walk"``, ``"langevin"``).  A gradient-based proposal reads the
+            mini-batch estimate of :func:`~subsample_mcmc.kernels.gradients.gradient_estimator`
+            (``grad_batch_size`` indices with replacement, one batch per step, used at
+            ``x`` and ``x'``), the control-variate estimate when a proxy is given.
+        method: the race's bound (:data:`~subsample_mcmc.racing.METHODS`); ``"exact"``
+            reads all the data with a cached current sum (N per-datum evaluations per
+            step).
         point_cost: cost of one arm's reward at one datum in likelihood-evaluation
             units (a proxy residual ``l_n - h_n`` costs several:
             :func:`~subsample_mcmc.kernels.cost.evaluation_equivalents`).
         gradient_point_cost: cost of one datum's term of the mini-batch gradient.
-
-    ``MHInfo.num_likelihood_evals`` counts what the step computed: both arms at every
-    point the race computed (``RaceResult.num_points_computed``: the masked tail of
-    the last fixed-size chunk and exactly-read points included) times
-    ``point_cost``, plus the two mini-batch gradients of a Langevin proposal
-    (``2 b gradient_point_cost``), rounded to an integer.
+        chunk_size: data points per chunk of the exact step's full-data pass.
+        **race_options: passed to :func:`~subsample_mcmc.racing.best_arm` (``delta``,
+            ``first_batch``, ``variance`` ...).
 
     Returns:
-        ``(new_position, MHInfo)``.  :func:`exact_mh_step` with the same ``key`` makes
-        the same proposal and draws the same ``u``: the two steps differ only where the
-        race errs.
+        ``step(rng_key, state, log_prior_fn, log_likelihood_fn, population_size,
+        step_size, inverse_mass_matrix=None, proxy=None, control_variate_fn=None)
+        -> (MHState, MHInfo)`` where ``log_prior_fn: x -> log p(x)``,
+        ``log_likelihood_fn: (x, indices) -> [len(indices)]``, ``proxy`` an optional
+        :class:`~subsample_mcmc.kernels.proxy.TaylorProxy` (the race then reads the
+        residuals ``l_n - h_n`` and the proxy's exact sum enters the MH ratio) and
+        ``control_variate_fn`` an optional ``(x, x') -> TaylorControlVariate`` (the
+        data-space control variate of Eq. 11, passed to the race).
+
+    The racing step accepts when the proposal wins the two-arm race of Eq. 12; the
+    exact step when ``log u < log p(x') + sum_n l_n(x') + log q(x|x') - log p(x) -
+    sum_n l_n(x) - log q(x'|x)``.  For one ``rng_key`` both make the same proposal and
+    draw the same ``u``: they differ only where the race errs.
+
+    ``MHInfo.num_likelihood_evals`` counts what the step computed: racing, both arms at
+    every point the race computed (``RaceResult.num_points_computed``) times
+    ``point_cost``; exact, ``N`` per full-data pass (two when the current sum was not
+    known); plus the two mini-batch gradients of a gradient-based proposal
+    (``2 b gradient_point_cost``).
     """
-    n = population_size
-    key_prop, key_batch, key_accept = jax.random.split(key, 3)
-    residual, known = _targets(log_prior_fn, log_likelihood_fn, proxy)
-    new, log_fwd, log_bwd, grad_evals = _proposal(key_prop, key_batch, position, n, known, residual, step_size, proposal,
-                                                  inverse_mass_matrix, grad_batch_size)
+    prop: Proposal = get_proposal(proposal)
+    exact = method == "exact"
 
-    def both(idx):
-        return jnp.stack([residual(position, idx), residual(new, idx)])
+    def step(rng_key, state: MHState, log_prior_fn: Callable, log_likelihood_fn: Callable, population_size: int,
+             step_size, inverse_mass_matrix=None, proxy: Optional[TaylorProxy] = None,
+             control_variate_fn: Optional[Callable] = None):
+        n = population_size
+        position = state.position
+        key_prop, key_batch, key_accept = jax.random.split(rng_key, 3)
+        grad_fn, grad_evals = None, 0
+        if prop.uses_gradient:
+            batch = random_batch(key_batch, n, grad_batch_size)
+            grad_fn = gradient_estimator(log_prior_fn, log_likelihood_fn, n, batch, proxy)
+            grad_evals = 2 * grad_batch_size
+        new, log_fwd, log_bwd = prop(key_prop, position, step_size, inverse_mass_matrix, grad_fn)
+        if exact:
+            return _exact_accept(key_accept, state, new, log_fwd, log_bwd, log_prior_fn, log_likelihood_fn, n,
+                                 grad_evals * gradient_point_cost, chunk_size)
+        if proxy is None:
+            residual, known = log_likelihood_fn, log_prior_fn
+        else:
+            residual = proxy_residual(log_likelihood_fn, proxy)
 
-    lp_cur, lp_new = known(position), known(new)
-    if control_variate_fn is not None:
-        race_options = {**race_options, "control_variate": control_variate_fn(position, new)}
-    accept, race = racing_mh_accept(key_accept, both, n, lp_cur, lp_new, log_fwd, log_bwd, **race_options)
-    accept = accept & jnp.isfinite(lp_new)
-    out = jax.tree.map(lambda a, b: jnp.where(accept, b, a), position, new)
-    info = MHInfo(
-        accepted=accept,
-        num_likelihood_evals=jnp.round(2.0 * race.num_points_computed * point_cost
-                                       + grad_evals * gradient_point_cost).astype(jnp.int32),
-        race_stage=race.num_stages,
-        log_accept_ratio_prior=lp_new + log_bwd - lp_cur - log_fwd,
-        nonfinite=race.nonfinite,
-    )
-    return out, info
+            def known(x):
+                return log_prior_fn(x) + proxy_sum(proxy, x)
+
+        def both(idx):
+            return jnp.stack([residual(position, idx), residual(new, idx)])
+
+        lp_cur, lp_new = known(position), known(new)
+        options = dict(race_options, method=method)
+        if control_variate_fn is not None:
+            options["control_variate"] = control_variate_fn(position, new)
+        accept, race = racing_mh_accept(key_accept, both, n, lp_cur, lp_new, log_fwd, log_bwd, **options)
+        accept = accept & jnp.isfinite(lp_new)
+        info = MHInfo(
+            accepted=accept,
+            num_likelihood_evals=jnp.round(2.0 * race.num_points_computed * point_cost
+                                           + grad_evals * gradient_point_cost).astype(jnp.int32),
+            race_stage=race.num_stages,
+            log_accept_ratio_prior=lp_new + log_bwd - lp_cur - log_fwd,
+            nonfinite=race.nonfinite,
+        )
+        unknown = jnp.full_like(state.log_likelihood_sum, jnp.nan)
+        return MHState(jnp.where(accept, new, position), unknown), info
+
+    return step
 
 
-def exact_mh_step(
-    key: jax.Array,
-    position,
-    *,
-    log_prior_fn: Callable,
-    log_likelihood_fn: Callable,
-    population_size: int,
-    step_size: float,
-    proposal: str = "random_walk",
-    inverse_mass_matrix=None,
-    grad_batch_size: int = 100,
-    proxy: Optional[TaylorProxy] = None,
-    log_likelihood_sum=None,
-    gradient_point_cost: float = 1.0,
-    chunk_size: int = 4096,
-):
-    r"""The exact MH transition that :func:`racing_mh_step` approximates, on all the data.
-
-    Accepts when ``log u < log p(x') + sum_n l_n(x') + log q(x|x') - log p(x) -
-    sum_n l_n(x) - log q(x'|x)`` (Eq. 12 with every reward read), with the same
-    proposal and the same ``u`` as :func:`racing_mh_step` for the same ``key`` (the
-    ``proxy`` only shapes a Langevin proposal's drift; it does not enter the test).
-
-    Args:
-        log_likelihood_sum: ``sum_n l_n(x)`` at the current position when known (the
-            value this function returned at the previous step), else ``None`` or NaN:
-            it is then computed (a second pass).  Caching it makes the step cost one
-            pass over the data, ``N`` per-datum evaluations, against up to ``2 N`` for a
-            race that cannot decide.
-        chunk_size: data points per chunk of the full-data pass
-            (:func:`~subsample_mcmc.kernels.optimize.log_density_sum`).
-
-    Returns:
-        ``(new_position, sum_n l_n(new_position), MHInfo)``; ``num_likelihood_evals`` is
-        ``N`` (the proposal), plus ``N`` when the current sum was not given, plus the
-        Langevin gradients; ``race_stage`` is 0.
-    """
-    n = population_size
-    key_prop, key_batch, key_accept = jax.random.split(key, 3)
-    residual, known = _targets(log_prior_fn, log_likelihood_fn, proxy)
-    new, log_fwd, log_bwd, grad_evals = _proposal(key_prop, key_batch, position, n, known, residual, step_size, proposal,
-                                                  inverse_mass_matrix, grad_batch_size)
+def _exact_accept(key_accept, state, new, log_fwd, log_bwd, log_prior_fn, log_likelihood_fn, n, grad_cost,
+                  chunk_size):
+    """The exact MH test of ``new`` against ``state`` on all the data (the current sum
+    computed only when ``state`` does not know it)."""
+    position = state.position
 
     def total(x):
         return log_density_sum(lambda _: jnp.zeros((), x.dtype), log_likelihood_fn, x[None], n, chunk_size)[0]
 
-    current = jnp.asarray(jnp.nan if log_likelihood_sum is None else log_likelihood_sum, position.dtype)
+    current = state.log_likelihood_sum
     missing = ~jnp.isfinite(current)
-    current = run_at_most_once(missing, lambda _: total(position), current)
+    current = _run_at_most_once(missing, lambda _: total(position), current)
     ll_new = total(new)
     key_u, _ = jax.random.split(key_accept)
-    log_u = jnp.log(jax.random.uniform(key_u, minval=jnp.finfo(jnp.float32).tiny))
+    log_u = _log_uniform(key_u)
     lp_cur, lp_new = log_prior_fn(position), log_prior_fn(new)
     log_ratio = (lp_new + ll_new + log_bwd) - (lp_cur + current + log_fwd)
     finite = jnp.isfinite(ll_new) & jnp.isfinite(lp_new)
     accept = (log_u < log_ratio) & finite
-    out = jax.tree.map(lambda a, b: jnp.where(accept, b, a), position, new)
     passes = 1 + missing.astype(jnp.int32)
     info = MHInfo(
         accepted=accept,
-        num_likelihood_evals=jnp.round(passes * n + grad_evals * gradient_point_cost).astype(jnp.int32),
+        num_likelihood_evals=jnp.round(passes * n + grad_cost).astype(jnp.int32),
         race_stage=jnp.zeros((), jnp.int32),
         log_accept_ratio_prior=lp_new + log_bwd - lp_cur - log_fwd,
         nonfinite=~finite & jnp.isfinite(lp_new),
     )
-    return out, jnp.where(accept, ll_new, current), info
+    return MHState(jnp.where(accept, new, position), jnp.where(accept, ll_new, current)), info

@@ -16,6 +16,12 @@ third order in ``D`` -- tiny in the posterior bulk -- and the exact sum enters t
 MH ratio as a known term.  Per datum, ``g_n^T D`` and ``D^T H_n D`` are the first two
 directional derivatives of ``t -> l_n(theta_hat + t D)`` at 0, computed with nested
 ``jax.jvp`` (a few likelihood evaluations, never a p x p Hessian per datum).
+
+One proxy serves every caller: the racing MH kernels (two arms: current and proposed
+point), the control-variate gradient (:mod:`~subsample_mcmc.kernels.gradients`), and
+races over several models or orders, each with its own reference point -- ``jax.vmap``
+the functions below over a leading arm axis of ``theta`` and of the proxy's fields (the
+constant ``value_sum`` makes proxies of different arms comparable).
 """
 
 from __future__ import annotations
@@ -24,17 +30,18 @@ from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
-from jax.flatten_util import ravel_pytree
 
-__all__ = ["TaylorProxy", "taylor_proxy", "proxy_sum", "proxy_per_datum"]
+__all__ = ["TaylorProxy", "taylor_proxy", "proxy_sum", "proxy_per_datum", "proxy_residual"]
 
 
 class TaylorProxy(NamedTuple):
-    """Reference point and full-data sums of a second-order parameter-space proxy."""
+    """Reference point and full-data sums of a second-order parameter-space proxy:
+    ``value_sum = sum_n l_n(theta_hat)`` (the constant), ``G`` and ``H``."""
 
     reference: jax.Array  # flat theta_hat [p]
     grad_sum: jax.Array  # G [p]
     hess_sum: jax.Array  # H [p, p]
+    value_sum: jax.Array = 0.0  # sum_n l_n(theta_hat)
 
 
 def taylor_proxy(
@@ -43,7 +50,8 @@ def taylor_proxy(
     population_size: int,
     chunk_size: int = 4096,
 ) -> TaylorProxy:
-    """Build the proxy: ``G`` and ``H`` summed over all N data in chunks (one O(N) pass).
+    """Build the proxy: ``sum_n l_n``, ``G`` and ``H`` at ``reference`` summed over all N data
+    in chunks (one O(N) pass; per datum a gradient and a Hessian of ``l_n``).
 
     Args:
         log_likelihood_fn: ``(flat_theta, indices) -> [len(indices)]`` per-datum
@@ -55,32 +63,37 @@ def taylor_proxy(
 
     def sums(idx):
         total = lambda th: jnp.sum(log_likelihood_fn(th, idx))  # noqa: E731
-        return jax.grad(total)(reference), jax.hessian(total)(reference)
+        v, g = jax.value_and_grad(total)(reference)
+        return v, g, jax.hessian(total)(reference)
 
     full, rest = divmod(n, chunk_size)
+    v = jnp.zeros((), reference.dtype)
     g = jnp.zeros((p,), reference.dtype)
     h = jnp.zeros((p, p), reference.dtype)
     if full:
         def body(k, carry):
             idx = k * chunk_size + jnp.arange(chunk_size)
-            dg, dh = sums(idx)
-            return carry[0] + dg, carry[1] + dh
+            return tuple(a + b for a, b in zip(carry, sums(idx)))
 
-        g, h = jax.lax.fori_loop(0, full, body, (g, h))
+        v, g, h = jax.lax.fori_loop(0, full, body, (v, g, h))
     if rest:
-        dg, dh = sums(full * chunk_size + jnp.arange(rest))
-        g, h = g + dg, h + dh
-    return TaylorProxy(reference, g, 0.5 * (h + h.T))
+        dv, dg, dh = sums(full * chunk_size + jnp.arange(rest))
+        v, g, h = v + dv, g + dg, h + dh
+    return TaylorProxy(reference, g, 0.5 * (h + h.T), v)
 
 
-def proxy_sum(proxy: TaylorProxy, theta: jax.Array) -> jax.Array:
-    """``sum_n h_n(theta)`` up to the constant ``sum_n l_n(theta_hat)``."""
+def proxy_sum(proxy: TaylorProxy, theta: jax.Array, with_constant: bool = False) -> jax.Array:
+    """``sum_n h_n(theta) = [sum_n l_n(theta_hat)] + G^T D + 1/2 D^T H D``, the constant
+    included only ``with_constant`` (it cancels between the arms of one proxy)."""
     d = theta - proxy.reference
-    return proxy.grad_sum @ d + 0.5 * d @ proxy.hess_sum @ d
+    out = proxy.grad_sum @ d + 0.5 * d @ proxy.hess_sum @ d
+    return out + proxy.value_sum if with_constant else out
 
 
-def proxy_per_datum(log_likelihood_fn, proxy: TaylorProxy, theta: jax.Array, idx: jax.Array) -> jax.Array:
-    """``h_n(theta) - l_n(theta_hat) = g_n^T D + 1/2 D^T H_n D`` for the data ``idx``."""
+def proxy_per_datum(log_likelihood_fn, proxy: TaylorProxy, theta: jax.Array, idx: jax.Array,
+                    with_constant: bool = False) -> jax.Array:
+    """``h_n(theta) - l_n(theta_hat) = g_n^T D + 1/2 D^T H_n D`` for the data ``idx``
+    (plus ``l_n(theta_hat)`` ``with_constant``, one more evaluation per datum)."""
     d = theta - proxy.reference
 
     def along(t):
@@ -91,9 +104,16 @@ def proxy_per_datum(log_likelihood_fn, proxy: TaylorProxy, theta: jax.Array, idx
 
     zero = jnp.zeros((), theta.dtype)
     d1, d2 = jax.jvp(first, (zero,), (jnp.ones_like(zero),))
-    return d1 + 0.5 * d2
+    out = d1 + 0.5 * d2
+    return out + log_likelihood_fn(proxy.reference, idx) if with_constant else out
 
 
-def flatten(position):
-    """``ravel_pytree`` re-exported for kernels working on flat parameters."""
-    return ravel_pytree(position)
+def proxy_residual(log_likelihood_fn: Callable, proxy: TaylorProxy) -> Callable:
+    """``(theta, idx) -> l_n(theta) - [h_n(theta) - l_n(theta_hat)]``: the rewards a race
+    reads with the proxy as control variate (their sum differs from ``sum_n l_n(theta)``
+    by the known :func:`proxy_sum`)."""
+
+    def residual(theta, idx):
+        return log_likelihood_fn(theta, idx) - proxy_per_datum(log_likelihood_fn, proxy, theta, idx)
+
+    return residual

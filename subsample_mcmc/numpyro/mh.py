@@ -53,12 +53,14 @@ from numpyro.infer.initialization import init_to_mean, init_to_sample, init_to_u
 from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import is_prng_key
 
-from ..kernels.mh import exact_mh_step, racing_mh_step
-from ..kernels.optimize import adam_ascent, adam_schedule, last_finite, log_density_sum, newton_ascent
+from ..kernels import mh as mh_kernel
 from ..kernels.cost import evaluation_equivalents
-from ..kernels.proxy import TaylorProxy, proxy_per_datum, taylor_proxy
+from ..kernels.gradients import minibatch_log_density, random_batch
+from ..kernels.laplace import adam_ascent, adam_schedule, inverse_mass, last_finite, log_density_sum, newton_ascent
+from ..kernels.proposals import get_proposal
+from ..kernels.proxy import TaylorProxy, proxy_residual, taylor_proxy
 from ..racing import METHODS
-from ..racing.race import run_at_most_once
+from ..racing.race import run_at_most_once  # TODO(lead): private name
 from .control import DataSpaceControlVariate
 from .model import ModelSubsampler, PlateIndices
 
@@ -168,7 +170,7 @@ class RacingMH(MCMCKernel):
         exact_when_cheaper: measure the race's cost per step over the last quarter of
             warmup (at least 40 warmup steps) and, when it exceeds ``N`` (the exact MH step with the current
             point's log-likelihood sum cached:
-            :func:`~subsample_mcmc.kernels.mh.exact_mh_step`), sample with the exact step
+            :func:`~subsample_mcmc.kernels.mh.build_kernel`, ``method="exact"``), sample with the exact step
             (the state's ``exact_mode``, an extra field).  Default ``True``: a step then
             never costs more, on average, than exact MH.
         dense_mass: a dense inverse mass matrix (proposal covariance ``eps^2 M^{-1}``):
@@ -219,8 +221,6 @@ class RacingMH(MCMCKernel):
         exact_when_cheaper: bool = True,
         dense_mass: Optional[bool] = None,
     ):
-        if proposal not in ("random_walk", "langevin"):
-            raise ValueError(f"proposal must be 'random_walk' or 'langevin', got {proposal!r}")
         if method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {method!r}")
         if not (0.0 < float(delta) < 0.5):
@@ -238,11 +238,12 @@ class RacingMH(MCMCKernel):
         if target_accept_prob is not None and not (0.0 < target_accept_prob < 1.0):
             raise ValueError(f"target_accept_prob must lie in (0, 1), got {target_accept_prob}")
         self.model = model
-        self.proposal = proposal
+        self._proposal = get_proposal(proposal)  # ValueError naming the choices
+        self.proposal = self._proposal.name
         self._step_size = step_size
         self.target_accept_prob = (
             target_accept_prob if target_accept_prob is not None
-            else (0.234 if proposal == "random_walk" else 0.574)
+            else (0.574 if self._proposal.uses_gradient else 0.234)
         )
         self.adapt_step_size = adapt_step_size
         self.adapt_mass_matrix = adapt_mass_matrix
@@ -323,10 +324,8 @@ class RacingMH(MCMCKernel):
         residual = ll
         if self.control_variate == "taylor":
             d = flat.shape[0]
-            prx = TaylorProxy(flat, jnp.zeros((d,), flat.dtype), jnp.zeros((d, d), flat.dtype))
-
-            def residual(x, i):
-                return ll(x, i) - proxy_per_datum(ll, prx, x, i)
+            residual = proxy_residual(ll, TaylorProxy(flat, jnp.zeros((d,), flat.dtype),
+                                                      jnp.zeros((d, d), flat.dtype)))
 
         def gradient(x, i):
             return jax.grad(lambda t: jnp.sum(residual(t, i)))(x)
@@ -376,9 +375,8 @@ class RacingMH(MCMCKernel):
         lp, ll = self._log_prior_fn(model_args, model_kwargs), self._log_lik_fn(model_args, model_kwargs)
         n, b = self._subsampler.size, min(self.grad_batch_size, self._subsampler.size)
 
-        def objective(flat, key):
-            idx = jax.random.randint(key, (b,), 0, n)  # O(b), not O(N)
-            return lp(flat) + (n / b) * jnp.sum(ll(flat, idx))
+        def objective(flat, key):  # O(b), not O(N)
+            return minibatch_log_density(lp, ll, n, random_batch(key, n, b))(flat)
 
         return objective
 
@@ -468,9 +466,9 @@ class RacingMH(MCMCKernel):
             objective = self._minibatch_objective(model_args, model_kwargs)
             precision = -jax.jit(jax.hessian(objective))(flat, key_map)
         d = flat.shape[0]
-        inv_mass = _inverse_mass(precision, self._is_dense(d))
+        inv_mass = inverse_mass(precision, self._is_dense(d))
         self._mass_from_full_data = search is not None or self.control_variate == "taylor"
-        step = self._step_size or (2.38 / np.sqrt(d) if self.proposal == "random_walk" else 1.0 * d ** (-1 / 6))
+        step = self._step_size or (1.0 * d ** (-1 / 6) if self._proposal.uses_gradient else 2.38 / np.sqrt(d))
         step = jnp.asarray(step, flat.dtype)
         state = RacingMHState(
             i=jnp.array(0),
@@ -485,7 +483,7 @@ class RacingMH(MCMCKernel):
             welford_state=self._welford[0](d),
             proxy=proxy,
             rng_key=key_state,
-            exact_mode=jnp.asarray(False),
+            exact_mode=jnp.asarray(self.race_options["method"] == "exact"),
             log_lik_sum=jnp.asarray(jnp.nan, flat.dtype),
             race_cost=jnp.zeros((), flat.dtype),
         )
@@ -726,25 +724,26 @@ class RacingMH(MCMCKernel):
         flat, _ = ravel_pytree(state.z)
         key, key_step = jax.random.split(state.rng_key)
         b = min(self.grad_batch_size, ms.size)
-        common = dict(
-            log_prior_fn=self._log_prior_fn(model_args, model_kwargs),
-            log_likelihood_fn=self._log_lik_fn(model_args, model_kwargs),
-            population_size=ms.size, step_size=state.step_size, proposal=self.proposal,
-            inverse_mass_matrix=state.inverse_mass_matrix, grad_batch_size=b, proxy=state.proxy,
-            gradient_point_cost=self._costs["gradient"],
-        )
+        kernel_options = dict(proposal=self._proposal, grad_batch_size=b, gradient_point_cost=self._costs["gradient"])
+        call = dict(log_prior_fn=self._log_prior_fn(model_args, model_kwargs),
+                    log_likelihood_fn=self._log_lik_fn(model_args, model_kwargs), population_size=ms.size,
+                    step_size=state.step_size, inverse_mass_matrix=state.inverse_mass_matrix, proxy=state.proxy)
+        race_step = mh_kernel.build_kernel(point_cost=self._costs["point"], **kernel_options, **self.race_options)
+        exact_step = mh_kernel.build_kernel(**dict(kernel_options, method="exact"))
 
         def race(_):
-            new_flat, info = racing_mh_step(key_step, flat, control_variate_fn=self._data_cv_fn(),
-                                            point_cost=self._costs["point"], **common, **self.race_options)
-            return new_flat, jnp.full((), jnp.nan, flat.dtype), info
+            new, info = race_step(key_step, mh_kernel.init(flat), control_variate_fn=self._data_cv_fn(), **call)
+            return new.position, new.log_likelihood_sum, info
 
         def exact(_):
-            return exact_mh_step(key_step, flat, log_likelihood_sum=state.log_lik_sum, **common)
+            new, info = exact_step(key_step, mh_kernel.init(flat, state.log_lik_sum), **call)
+            return new.position, new.log_likelihood_sum, info
 
         # each branch runs only when taken (while_loops: real branches under vmap too)
         blank = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), jax.eval_shape(race, None))
-        if self.exact_when_cheaper:
+        if self.race_options["method"] == "exact":  # the exact MH step, current sum cached
+            new_flat, ll_sum, info = exact(None)
+        elif self.exact_when_cheaper:
             by_race = run_at_most_once(~state.exact_mode, race, blank)
             by_exact = run_at_most_once(state.exact_mode, exact, blank)
             new_flat, ll_sum, info = jax.tree.map(lambda e, r: jnp.where(state.exact_mode, e, r), by_exact, by_race)
@@ -784,7 +783,7 @@ class RacingMH(MCMCKernel):
         final: step-size adaptation ends at three quarters of warmup) the race's cost per step -- ``num_likelihood_evals``
         less the Langevin gradients, in likelihood-evaluation units -- is averaged; if
         it exceeds ``N``, the cost of the exact step with the current point's
-        log-likelihood sum cached (:func:`~subsample_mcmc.kernels.mh.exact_mh_step`),
+        log-likelihood sum cached (:func:`~subsample_mcmc.kernels.mh.build_kernel` with ``method="exact"``),
         the chain samples with the exact step from then on.  A decision from the warmup
         only, so the sampling phase is one fixed (time-homogeneous) kernel."""
         nw = self._num_warmup
@@ -792,7 +791,7 @@ class RacingMH(MCMCKernel):
         if start == nw:
             return state.exact_mode, state.race_cost
         t = state.i
-        grads = (2 * grad_batch * self._costs["gradient"]) if self.proposal == "langevin" else 0.0
+        grads = (2 * grad_batch * self._costs["gradient"]) if self._proposal.uses_gradient else 0.0
         race_evals = info.num_likelihood_evals.astype(state.race_cost.dtype) - grads
         race_cost = state.race_cost + jnp.where((t >= start) & (t < nw) & ~state.exact_mode, race_evals, 0.0)
         decide = t == nw - 1
@@ -908,21 +907,6 @@ def _precision(search):
     p = -search["hessian"]
     g2 = jnp.where(search["at_boundary"], search["gradient"] ** 2, 0.0)
     return p + jnp.diag(jnp.maximum(g2 - jnp.diagonal(p), 0.0))
-
-
-def _inverse_mass(precision, dense: bool):
-    """Initial inverse mass matrix from a precision ``P = -H`` (Laplace approximation):
-    dense ``P^{-1}`` with each eigenvalue's inverse clipped to ``[1e-12, 1e6]`` (1 where
-    ``P`` is not positive: no curvature information), or the diagonal ``1 / P_ii``
-    likewise."""
-    if not dense:
-        diag = jnp.diagonal(precision)
-        inv = jnp.where(diag > 0, 1.0 / jnp.maximum(diag, 1e-10), 1.0)
-        return jnp.clip(inv, 1e-12, 1e6)
-    sym = 0.5 * (precision + precision.T)
-    lam, vec = jnp.linalg.eigh(sym)
-    inv = jnp.clip(jnp.where(lam > 0, 1.0 / jnp.maximum(lam, 1e-10), 1.0), 1e-12, 1e6)
-    return (vec * inv) @ vec.T
 
 
 def _parameter_dependent_support(ms, model_args, model_kwargs):
