@@ -55,7 +55,7 @@ def measure(n: int, arms: int, repeats: int, batch: int, seed: int = 0) -> dict:
         t0 = time.perf_counter()
         res = jax.block_until_ready(single(keys[i], data))
         times.append(time.perf_counter() - t0)
-        evals.append(int(res.num_evaluations))
+        evals.append(int(res.num_rewards_read))
         points.append(int(res.num_points_read))
     vm_keys = keys[:batch]
     jax.block_until_ready(vmapped(vm_keys, data))

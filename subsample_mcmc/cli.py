@@ -35,7 +35,7 @@ def _demo(args: argparse.Namespace) -> int:
         res = best_arm(k_race, rewards, method=method, delta=args.delta, **kwargs)
         jax.block_until_ready(res)
         dt = time.perf_counter() - t0
-        frac = int(res.num_evaluations) / (n * d)
+        frac = int(res.num_rewards_read) / (n * d)
         rows.append((method, int(res.arm), frac, dt))
         print(f"  {method:13s} arm found {int(res.arm)} (exact {exact})  "
               f"fraction of rewards read {frac:8.4%}  time {dt * 1e3:8.2f} ms")

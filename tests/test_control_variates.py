@@ -83,7 +83,7 @@ def test_exact_points_are_summed_exactly(as_function):
                      arm_offset=offset, **kw)
         truth = int(np.argmax(np.asarray(table, np.float64).mean(1) + np.asarray(offset)))
         assert int(r.arm) == truth
-        assert int(r.num_evaluations) == 3 * n
+        assert int(r.num_rewards_read) == 3 * n
 
 
 def test_bins_validation():

@@ -26,7 +26,7 @@ def _draws(log_fn, method, delta, num):
 
     def one(k):
         s = sample_discrete(k, jnp.zeros(d), log_fn, method=method, delta=delta)
-        return s.value, s.gumbel, s.race.num_evaluations
+        return s.value, s.gumbel, s.race.num_rewards_read
 
     keys = jax.random.split(jax.random.PRNGKey(42), num)
     return jax.jit(lambda ks: jax.lax.map(one, ks))(keys)
@@ -62,7 +62,7 @@ def test_same_key_same_draw():
     a = sample_discrete(jax.random.PRNGKey(3), jnp.zeros(6), log_fn)
     b = sample_discrete(jax.random.PRNGKey(3), jnp.zeros(6), log_fn)
     assert int(a.value) == int(b.value)
-    assert int(a.race.num_evaluations) == int(b.race.num_evaluations)
+    assert int(a.race.num_rewards_read) == int(b.race.num_rewards_read)
 
 
 def test_prior_factor_enters_the_law():

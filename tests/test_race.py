@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from subsample_mcmc.racing import best_arm, doubling_schedule, trace_count
+from subsample_mcmc.racing import best_arm, doubling_schedule
+from subsample_mcmc.racing.api import _trace_count
 from experiments.synthetic import make_problem, run_setting
 
 RACING = [("normal", "pairwise"), ("normal", "marginal"), ("normal_union", "pairwise"),
@@ -58,7 +59,7 @@ def test_first_batch_equal_to_population_is_exact(method):
         rewards = rewards.astype(np.float32)
         r = best_arm(jax.random.PRNGKey(trial), rewards, method=method, first_batch=n)
         assert int(r.arm) == _truth(rewards)
-        assert int(r.num_stages) == 1 and int(r.num_evaluations) == n * d
+        assert int(r.num_stages) == 1 and int(r.num_rewards_read) == n * d
 
 
 def test_easy_race_stops_at_first_stage_with_exact_cost():
@@ -66,7 +67,7 @@ def test_easy_race_stops_at_first_stage_with_exact_cost():
     rewards = jnp.stack([jnp.zeros(n), jnp.ones(n)]) + 0.01 * jax.random.normal(jax.random.PRNGKey(0), (2, n))
     r = best_arm(jax.random.PRNGKey(1), rewards, first_batch=64)
     assert int(r.arm) == 1
-    assert int(r.num_stages) == 1 and int(r.num_points_read) == 64 and int(r.num_evaluations) == 128
+    assert int(r.num_stages) == 1 and int(r.num_points_read) == 64 and int(r.num_rewards_read) == 128
 
 
 def test_unreached_stages_are_skipped():
@@ -97,18 +98,18 @@ def test_vmap_matches_single_races_and_compiles_once():
     for i in range(16):
         single = best_arm(keys[i], rewards, delta=0.1)
         assert int(single.arm) == int(batched.arm[i])
-        assert int(single.num_evaluations) == int(batched.num_evaluations[i])
+        assert int(single.num_rewards_read) == int(batched.num_rewards_read[i])
 
 
 def test_no_retracing_for_new_data_keys_and_delta():
     n, d = 3000, 3
     a = jax.random.normal(jax.random.PRNGKey(0), (d, n))
     best_arm(jax.random.PRNGKey(0), a, delta=0.05, first_batch=30)
-    before = trace_count()
+    before = _trace_count()
     for i, delta in enumerate([0.01, 0.2, 0.05]):
         b = jax.random.normal(jax.random.PRNGKey(i + 1), (d, n))
         best_arm(jax.random.PRNGKey(i), b, delta=delta, first_batch=30)
-    assert trace_count() == before
+    assert _trace_count() == before
 
 
 @pytest.mark.parametrize("distribution,sigma,num_arms", [("normal", 0.1, 10), ("lognormal", 0.1, 2),
@@ -172,5 +173,5 @@ def test_lil_ucb_full_read_is_exact_at_large_n():
     p = make_problem(0, 2, 100_000, "uniform", 0.1)
     key = jax.random.split(jax.random.PRNGKey(3), 50)[7]
     s = sample_discrete(key, jnp.zeros(2), p.rewards, method="lil_ucb", delta=0.1)
-    assert int(s.race.num_evaluations) == 200_000
+    assert int(s.race.num_rewards_read) == 200_000
     assert int(s.value) == int(np.argmax(p.totals + np.asarray(s.gumbel, np.float64)))

@@ -392,4 +392,4 @@ def identify_racing(formulas: FormulaSet, env: Environment, horizon: int, key,
     best = int(res.arm)
     read = int(res.num_points_read)
     return IdentifyResult(best, format_formula(formulas.tokens[best]), np.full(m, np.nan),
-                          np.full(m, read), int(res.num_evaluations), time.perf_counter() - t0)
+                          np.full(m, read), int(res.num_rewards_read), time.perf_counter() - t0)

@@ -1,23 +1,39 @@
 """The racing core: best-arm identification over a finite reward population.
 
-Pure JAX, no NumPyro: schedule, bounds (EBS, Normal with ``b_normal``, union),
-Alg. 1 racing, adapted lil'UCB, without-replacement index streams, data-space
-control variates and Gumbel-max discrete sampling (Chen & Ghahramani 2016).
+Pure JAX, no NumPyro: schedule, bounds as objects (EBS, Normal with ``b_normal``,
+union, lil'UCB's radius), Alg. 1 racing, adapted lil'UCB, without-replacement index
+streams, data-space control variates and Gumbel-max discrete sampling (Chen &
+Ghahramani 2016).
 """
 
-from .api import METHODS, VARIANCES, best_arm, trace_count
-from .bounds import b_normal, b_normal_union, num_stages, passage_probability
+from .api import METHODS, VARIANCES, best_arm
+from .bounds import (
+    ConfidenceBound,
+    EBSBound,
+    ExactBound,
+    NormalBound,
+    NormalUnionBound,
+    b_normal,
+    b_normal_union,
+    clopper_pearson,
+    passage_probability,
+)
 from .control_variates import DataBins, TaylorControlVariate, make_data_bins, taylor_control_variate
 from .discrete import DiscreteSample, sample_discrete
-from .lil_ucb import lil_ucb, lil_ucb_parameters
+from .lil_ucb import LilUCBBound, lil_ucb, lil_ucb_parameters
 from .permutation import IndexStream, index_stream, permuted_indices
-from .race import RaceResult, racing, run_at_most_once
-from .schedule import doubling_schedule
+from .race import RaceResult, run_race
+from .schedule import doubling_schedule, num_stages
 
 __all__ = [
-    "METHODS", "VARIANCES", "best_arm", "trace_count", "b_normal", "b_normal_union",
-    "num_stages", "passage_probability", "DataBins", "TaylorControlVariate",
-    "make_data_bins", "taylor_control_variate", "DiscreteSample", "sample_discrete",
-    "lil_ucb", "lil_ucb_parameters", "IndexStream", "index_stream", "permuted_indices",
-    "RaceResult", "racing", "run_at_most_once", "doubling_schedule",
+    # entry points
+    "best_arm", "sample_discrete", "METHODS", "VARIANCES", "RaceResult", "DiscreteSample",
+    # bounds
+    "ConfidenceBound", "NormalBound", "NormalUnionBound", "EBSBound", "LilUCBBound", "ExactBound",
+    "b_normal", "b_normal_union", "passage_probability", "clopper_pearson",
+    # schedule and races
+    "doubling_schedule", "num_stages", "run_race", "lil_ucb", "lil_ucb_parameters",
+    # reading order and control variates
+    "IndexStream", "index_stream", "permuted_indices",
+    "DataBins", "TaylorControlVariate", "make_data_bins", "taylor_control_variate",
 ]

@@ -5,35 +5,64 @@ Ghahramani 2016): given ``D`` arms with ``N`` rewards each, find
 ``argmax_i mu_i`` with ``mu_i = (1/N) sum_n l_{i,n} + offset_i`` reading rewards without
 replacement and stopping as soon as a confidence bound separates the arms, with
 error probability at most ``delta`` and never more than ``N D`` rewards read.
+
+The ``method=`` strings (:data:`METHODS`) are the user-facing vocabulary; each is
+resolved here, once, to a bound object (:class:`~.bounds.NormalBound`,
+:class:`~.bounds.NormalUnionBound`, :class:`~.bounds.EBSBound`,
+:class:`~.lil_ucb.LilUCBBound`, :class:`~.bounds.ExactBound`) that the race calls.
 """
 
 from __future__ import annotations
 
-import functools
-import math
 from typing import Callable, Optional, Union
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .bounds import b_normal, b_normal_traced, b_normal_union, num_stages
+from .bounds import ConfidenceBound, EBSBound, ExactBound, NormalBound, NormalUnionBound
 from .control_variates import TaylorControlVariate
-from .lil_ucb import LIL_UCB_SETTINGS, lil_ucb, lil_ucb_parameters
-from .race import RaceResult, racing
+from .lil_ucb import LIL_UCB_SETTINGS, LilUCBBound, lil_ucb
+from .race import VARIANCES, RaceResult, run_race
 
-__all__ = ["best_arm", "METHODS", "VARIANCES", "trace_count"]
+__all__ = ["best_arm", "METHODS", "VARIANCES"]
 
+#: the ``method=`` strings of :func:`best_arm` (the package's one list of methods)
 METHODS = ("normal", "normal_union", "ebs", "lil_ucb", "exact")
-VARIANCES = ("pairwise", "marginal")
-_DEFAULT_FIRST_BATCH = {"normal": 50, "normal_union": 50, "ebs": 2}
 
 _TRACES = {"count": 0}
 
 
-def trace_count() -> int:
+def _trace_count() -> int:
     """How many times the jitted race has been traced (for retracing tests)."""
     return _TRACES["count"]
+
+
+def _resolve_bound(method, *, normal_event: str, heavy_tail_guard: bool,
+                   lil_ucb_setting: str) -> ConfidenceBound:
+    """The bound object of a ``method=`` string (or ``method`` itself if it is one)."""
+    if isinstance(method, ConfidenceBound):
+        given = {"normal_event": (normal_event, "one_sided"),
+                 "heavy_tail_guard": (bool(heavy_tail_guard), True),
+                 "lil_ucb_setting": (lil_ucb_setting, "heuristic")}
+        clash = [name for name, (value, default) in given.items() if value != default]
+        if clash:
+            raise ValueError(
+                f"method is a bound object ({method!r}): set {', '.join(clash)} on the object, "
+                "not as an argument of best_arm"
+            )
+        return method
+    if not isinstance(method, str) or method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS} or a ConfidenceBound, got {method!r}")
+    if method == "normal":
+        return NormalBound(event=normal_event, heavy_tail_guard=bool(heavy_tail_guard))
+    if method == "normal_union":
+        return NormalUnionBound(heavy_tail_guard=bool(heavy_tail_guard))
+    if method == "ebs":
+        return EBSBound()
+    if method == "lil_ucb":
+        return LilUCBBound(setting=lil_ucb_setting)
+    return ExactBound()
 
 
 def _is_tracer(x) -> bool:
@@ -42,7 +71,7 @@ def _is_tracer(x) -> bool:
 
 def _core(key, rewards, arm_offset, bound_param, ranges, control_variate, *, reward_fn, config):
     _TRACES["count"] += 1
-    (method, variance, n_arms, n_total, first_batch, lil, guard) = config
+    (bound, variance, n_arms, n_total, first_batch, lil) = config
     if reward_fn is None:
 
         def block_fn(idx):
@@ -82,29 +111,24 @@ def _core(key, rewards, arm_offset, bound_param, ranges, control_variate, *, rew
             h = cv.values(idx)[arms, jnp.arange(idx.shape[0])]
             return base_pair(arms, idx) - h + h_mean[arms]
 
-    if method == "exact":
-        result = racing(
-            key, block_fn, offsets, bound_param, ranges, num_arms=n_arms,
-            population_size=n_race, first_batch=n_race, bound="normal",
-            variance="marginal", index_map=index_map,
-        )
-    elif method == "lil_ucb":
+    if isinstance(bound, LilUCBBound):  # Sec. 3.2: one reward at a time, not Alg. 1
         eps, beta, lam = lil
         result = lil_ucb(
             key, pair_fn, offsets, bound_param, ranges / 2.0, num_arms=n_arms,
             population_size=n_race, epsilon=eps, beta=beta, lam=lam, index_map=index_map,
         )
     else:
-        result = racing(
+        result = run_race(
             key, block_fn, offsets, bound_param, ranges, num_arms=n_arms,
-            population_size=n_race, first_batch=first_batch,
-            bound="ebs" if method == "ebs" else "normal", variance=variance,
-            index_map=index_map, guard_tails=guard,
+            population_size=n_race, first_batch=first_batch, bound=bound,
+            variance="marginal" if isinstance(bound, ExactBound) else variance,
+            index_map=index_map,
         )
     bad = result.nonfinite | ~exact_ok
     return result._replace(
         arm=jnp.where(bad, -1, result.arm).astype(jnp.int32),
-        num_evaluations=result.num_evaluations + extra_evals,
+        num_rewards_read=result.num_rewards_read + extra_evals,
+        num_likelihood_evals=result.num_likelihood_evals + extra_evals,
         num_points_read=result.num_points_read + (n_total - n_race),
         num_points_computed=result.num_points_computed + (n_total - n_race),
         nonfinite=bad,
@@ -125,7 +149,7 @@ def best_arm(
     key: jax.Array,
     rewards: Union[jax.Array, Callable[[jax.Array], jax.Array]],
     *,
-    method: str = "normal",
+    method: Union[str, ConfidenceBound] = "normal",
     delta: float = 0.05,
     first_batch: Optional[int] = None,
     variance: str = "pairwise",
@@ -155,6 +179,11 @@ def best_arm(
     * ``"lil_ucb"`` -- adapted lil'UCB (Sec. 3.2) with scale ``C_i / 2``;
     * ``"exact"`` -- read every reward (the reference the others approximate).
 
+    Each string is resolved once to a bound object (:class:`~.bounds.NormalBound`,
+    :class:`~.bounds.NormalUnionBound`, :class:`~.bounds.EBSBound`,
+    :class:`~.lil_ucb.LilUCBBound`, :class:`~.bounds.ExactBound`); such an object
+    may be passed as ``method`` directly.
+
     ``D' = D - 1`` with ``variance="pairwise"`` (``sigma_hat_{x,i}``, cost
     O(D^2 T)) and ``D' = D`` with ``"marginal"`` (``sigma_hat_i``, cost O(D T)).
 
@@ -165,7 +194,9 @@ def best_arm(
             ``population_size``).  A function should be a stable object (it is a
             static argument of the jitted race) or be called inside your own ``jit``.
         method: one of ``"normal"``, ``"normal_union"``, ``"ebs"``, ``"lil_ucb"``,
-            ``"exact"``.
+            ``"exact"`` (:data:`METHODS`), or a bound object; then
+            ``normal_event``, ``heavy_tail_guard`` and ``lil_ucb_setting`` are the
+            object's and must be left at their defaults here.
         delta: error level, in ``(0, 0.5)``.  A traced scalar is accepted (e.g.
             ``vmap`` over error levels): ``B_Normal`` then comes from a cached table
             (:func:`b_normal_traced`, ~1e-4 accurate) and the range is not checked.
@@ -202,8 +233,10 @@ def best_arm(
             Rewards the race reads are always checked.
 
     Returns:
-        :class:`RaceResult` with ``arm``, ``num_evaluations``, ``num_stages``,
-        ``num_points_read`` and ``nonfinite``.
+        :class:`RaceResult` with ``arm``, ``num_rewards_read`` (the paper's cost:
+        rewards of the arms still racing), ``num_stages``, ``num_points_read``,
+        ``nonfinite``, ``num_points_computed`` and ``num_likelihood_evals``
+        (rewards computed, ``D num_points_computed``; ``D N`` for ``"exact"``).
 
     Raises:
         ValueError: on bad arguments, and on non-finite rewards when they can be
@@ -215,17 +248,17 @@ def best_arm(
         >>> rewards = jnp.stack([jnp.zeros(10000), jnp.full(10000, 0.5)])
         >>> rewards = rewards + jax.random.normal(jax.random.PRNGKey(1), (2, 10000))
         >>> r = best_arm(jax.random.PRNGKey(0), rewards, delta=0.01)
-        >>> int(r.arm), int(r.num_evaluations) < 2 * 10000
+        >>> int(r.arm), int(r.num_rewards_read) < 2 * 10000
         (1, True)
     """
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     if variance not in VARIANCES:
         raise ValueError(f"variance must be one of {VARIANCES}, got {variance!r}")
     if normal_event not in ("one_sided", "two_sided"):
         raise ValueError(f"normal_event must be 'one_sided' or 'two_sided', got {normal_event!r}")
     if lil_ucb_setting not in LIL_UCB_SETTINGS:
         raise ValueError(f"lil_ucb_setting must be one of {LIL_UCB_SETTINGS}, got {lil_ucb_setting!r}")
+    bound = _resolve_bound(method, normal_event=normal_event, heavy_tail_guard=heavy_tail_guard,
+                           lil_ucb_setting=lil_ucb_setting)
     traced_delta = _is_tracer(delta)
     if not traced_delta:
         try:
@@ -284,11 +317,11 @@ def best_arm(
         n_race = n_total - control_variate.bins.exact_indices.shape[0]
 
     # --- first batch and schedule -------------------------------------------------
-    if method in ("lil_ucb", "exact"):
+    if bound.default_first_batch is None:  # lil'UCB, exact: no schedule
         m1 = n_race
     else:
         if first_batch is None:
-            m1 = min(_DEFAULT_FIRST_BATCH[method], n_race)
+            m1 = min(bound.default_first_batch, n_race)
         else:
             if isinstance(first_batch, bool) or int(first_batch) != first_batch:
                 raise ValueError(f"first_batch must be an integer, got {first_batch!r}")
@@ -297,7 +330,6 @@ def best_arm(
             raise ValueError(
                 f"first_batch must lie in [2, N={n_race}] (the raced population), got {m1}"
             )
-    stages_total = num_stages(n_race, m1)
 
     # --- offsets and ranges ------------------------------------------------------
     if arm_offset is None:
@@ -306,12 +338,11 @@ def best_arm(
         offsets = _as_float_array(arm_offset)
         if offsets.shape != (n_arms,):
             raise ValueError(f"arm_offset must have shape ({n_arms},), got {offsets.shape}")
-    needs_range = method in ("ebs", "lil_ucb")
     if reward_range is None:
-        if needs_range:
+        if bound.needs_range:
             if reward_array is None or control_variate is not None:
                 raise ValueError(
-                    f"method={method!r} needs reward_range=C (the range of each arm's rewards) "
+                    f"method={bound.name!r} needs reward_range=C (the range of each arm's rewards) "
                     "when rewards is a function or a control variate is used"
                 )
             ranges = jnp.max(reward_array, axis=1) - jnp.min(reward_array, axis=1)
@@ -323,29 +354,17 @@ def best_arm(
             raise ValueError(f"reward_range must be finite and >= 0, got {reward_range}")
 
     # --- the bound's constant (computed in Python, passed traced: no retrace) -------
+    # (a traced delta, e.g. vmapped over error levels, gets closed forms / tabulated B)
     d_prime = (n_arms - 1) if variance == "pairwise" else n_arms
     lil = None
-    if method == "lil_ucb":
-        eps, beta, lam, param = lil_ucb_parameters(lil_ucb_setting, n_arms, delta)
+    if isinstance(bound, LilUCBBound):
+        eps, beta, lam, param = bound.parameters(n_arms, delta)
         lil = (eps, beta, lam)
-    elif method == "exact" or stages_total == 1:
-        param = 0.0  # no stage before the exact one: the constant is never used
-    elif traced_delta:  # e.g. vmapped over error levels: closed forms / tabulated B
-        if method == "normal":
-            param = b_normal_traced(delta / d_prime, m1 / n_race, normal_event)
-        elif method == "normal_union":
-            param = -jax.scipy.special.ndtri(delta / d_prime / (stages_total - 1))
-        else:
-            param = jnp.log(5.0 * (stages_total - 1) / (delta / d_prime))
-    elif method == "normal":
-        param = b_normal(delta / d_prime, m1 / n_race, event=normal_event)
-    elif method == "normal_union":
-        param = b_normal_union(delta / d_prime, stages_total)
-    else:
-        param = math.log(5.0 * (stages_total - 1) / (delta / d_prime))
+    else:  # 0.0 when no stage comes before the exact one (the constant is never used)
+        param = bound.constant(delta / d_prime, n_race, m1)
     bound_param = jnp.asarray(param, jnp.float32)
 
-    config = (method, variance, n_arms, n_total, m1, lil, bool(heavy_tail_guard))
+    config = (bound, variance, n_arms, n_total, m1, lil)
     result = _core_jit(
         key, reward_array, offsets, bound_param, ranges, control_variate,
         reward_fn=reward_fn, config=config,

@@ -26,6 +26,15 @@ Three families are provided:
 * **Normal with the union bound** (Eq. 27): the same ``G`` with
   ``B = Phi^{-1}(1 - delta / (t* - 1))``.
 
+Each family is an object (:class:`NormalBound`, :class:`NormalUnionBound`,
+:class:`EBSBound`, and :class:`ExactBound` for reading everything): a frozen,
+hashable :class:`ConfidenceBound` that knows its constant (:meth:`~ConfidenceBound.constant`:
+``B`` or ``log(5 / delta_t)``), its width ``G`` (:meth:`~ConfidenceBound.width`, the
+number Alg. 1 compares the estimated gap with) and whether the race's heavy-tail
+guard applies.  The race (:func:`~subsample_mcmc.racing.race.run_race`) calls these
+methods; figures call the same ones, so each ``G`` is written once.
+:func:`clopper_pearson` gives the exact interval used to check error rates.
+
 ``B_Normal`` and the error event it inverts
 ------------------------------------------
 Under Assumption 6 the standardised estimates ``z_t = (mu_hat^(t) - mu) / sd_t`` of
@@ -73,8 +82,15 @@ from __future__ import annotations
 import functools
 import math
 
+from dataclasses import dataclass
+from typing import ClassVar, Optional
+
+import jax
+import jax.numpy as jnp
 import numpy as np
 from scipy import optimize, special
+
+from .schedule import _doublings, num_stages
 
 __all__ = [
     "b_normal",
@@ -82,8 +98,13 @@ __all__ = [
     "b_normal_traced",
     "b_normal_union",
     "passage_probability",
-    "num_stages",
     "EBS_KAPPA",
+    "ConfidenceBound",
+    "NormalBound",
+    "NormalUnionBound",
+    "EBSBound",
+    "ExactBound",
+    "clopper_pearson",
 ]
 
 EBS_KAPPA = 7.0 / 3.0 + 3.0 / math.sqrt(2.0)
@@ -91,20 +112,10 @@ _NODES = 160
 _LOWER = -9.0
 
 
-def num_stages(population_size: int, first_batch: int) -> int:
-    """``t* = ceil(log2(N / m1)) + 1``: the number of stages of the doubling schedule."""
-    k = 0
-    while first_batch * 2**k < population_size:
-        k += 1
-    return k + 1
-
-
 def _stage_fractions(first_fraction: float) -> np.ndarray:
-    # stages t = 1 .. t*-1 have pi_t = pi_1 2^(t-1) < 1
-    k = 0
-    while first_fraction * 2.0**k < 1.0:
-        k += 1
-    return first_fraction * 2.0 ** np.arange(k)
+    """``pi_t = pi_1 2^(t-1)`` of the stages ``t = 1 .. t*-1`` (all ``< 1``); the count
+    is :func:`~.schedule.num_stages` ``- 1``, written in fractions."""
+    return first_fraction * 2.0 ** np.arange(_doublings(first_fraction, 1.0))
 
 
 def _norm_sf(z):
@@ -240,9 +251,235 @@ def b_normal_traced(delta, first_fraction: float, event: str = "one_sided"):
     Linear interpolation of :func:`b_normal_table` in ``log delta``; agrees with
     :func:`b_normal` to about 1e-4.  ``first_fraction`` and ``event`` are static.
     """
-    import jax.numpy as jnp
-
     if len(_stage_fractions(first_fraction)) == 0:
         return jnp.zeros_like(jnp.asarray(delta, jnp.float32))
     log_delta, grid = b_normal_table(float(first_fraction), event)
     return jnp.interp(jnp.log(delta), jnp.asarray(log_delta, jnp.float32), jnp.asarray(grid, jnp.float32))
+
+
+# --------------------------------------------------------------------------------------
+# Bounds as objects: what Alg. 1 compares, one home for each G
+# --------------------------------------------------------------------------------------
+
+
+def _is_traced(x) -> bool:
+    return isinstance(x, jax.core.Tracer)
+
+
+def _array_module(*xs):
+    """``jax.numpy`` when any argument is a JAX array (inside a race), else NumPy
+    (float64 widths for figures and tests)."""
+    return jnp if any(isinstance(x, jax.Array) for x in xs) else np
+
+
+@dataclass(frozen=True)
+class ConfidenceBound:
+    r"""An uncertainty bound ``G`` of Alg. 1 (Sec. 3.3): its constant and its width.
+
+    A bound is a small frozen (hashable) object, so it is a static argument of the
+    jitted race; its *constant* (``B`` or ``log(5 / delta_t)``) is computed once per
+    race in Python (or traced, for a traced ``delta``) and passed to the race as a
+    traced scalar, so new error levels do not recompile.
+
+    Subclasses implement :meth:`constant` and :meth:`width`; Alg. 1 eliminates arm
+    ``i`` after ``T`` points when ``mu_hat_x - mu_hat_i > width(...)``.
+
+    Class attributes:
+        name: the ``method=`` string of :func:`~subsample_mcmc.racing.best_arm`.
+        needs_range: whether the width uses the reward ranges ``C_i``.
+        default_first_batch: ``m1`` when the caller gives none (``None``: ``N``).
+    """
+
+    name: ClassVar[str] = ""
+    needs_range: ClassVar[bool] = False
+    default_first_batch: ClassVar[Optional[int]] = 50
+
+    @property
+    def applies_tail_guard(self) -> bool:
+        """Whether the race applies :func:`~subsample_mcmc.racing.race.tail_guard`
+        (a minimum sample and a Cornish-Fisher-corrected constant) to each comparison."""
+        return False
+
+    def constant(self, delta, population_size: int, first_batch: int):
+        """The bound's constant for a per-comparison error level ``delta``.
+
+        Args:
+            delta: error level of one comparison (``delta / D'`` in Alg. 1), a float
+                or a traced scalar.
+            population_size: ``N``.
+            first_batch: ``m1``.
+
+        Returns:
+            A Python float (concrete ``delta``) or a JAX scalar (traced ``delta``);
+            ``0.0`` when ``m1 = N`` (no stage before the exact one uses it).
+        """
+        raise NotImplementedError
+
+    def width(self, constant, count, sd, reward_range, population_size: int):
+        """The half-width ``G`` the race compares the estimated gap with.
+
+        Args:
+            constant: :meth:`constant`'s value (or a corrected, per-comparison array).
+            count: ``T``, points read (array or scalar; NumPy or JAX).
+            sd: ``sigma_hat``, the (biased, ``1/T``) standard deviation estimate.
+            reward_range: ``C``, the range of the compared rewards.
+            population_size: ``N``; every ``G`` is exactly zero at ``T = N``.
+        """
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class NormalBound(ConfidenceBound):
+    r"""Racing-Normal: ``G_Normal`` of Eq. 9 with ``B_Normal`` of Corollary 4 (App. B).
+
+    ::
+
+        G_Normal(delta, T, s) = s / sqrt(T) * sqrt(1 - (T-1)/(N-1)) * B,
+        B = B_Normal(delta, m1 / N)      (:func:`b_normal`, solving Eq. 5).
+
+    Attributes:
+        event: which passage event ``B_Normal`` inverts: ``"one_sided"`` (Eq. 5,
+            default) or ``"two_sided"`` (Table 1 of the paper).
+        heavy_tail_guard: apply the race's heavy-tail guard
+            (:func:`~subsample_mcmc.racing.race.tail_guard`) to every comparison.
+
+    Example:
+        >>> g = NormalBound().width(2.0, 100, 1.0, 0.0, 10_000)   # B = 2, T = 100
+        >>> round(float(g), 4)   # 2 / 10 * sqrt(1 - 99/9999)
+        0.199
+    """
+
+    event: str = "one_sided"
+    heavy_tail_guard: bool = True
+    name: ClassVar[str] = "normal"
+
+    def __post_init__(self):
+        if self.event not in ("one_sided", "two_sided"):
+            raise ValueError(f"event must be 'one_sided' or 'two_sided', got {self.event!r}")
+
+    @property
+    def applies_tail_guard(self) -> bool:
+        return bool(self.heavy_tail_guard)
+
+    def constant(self, delta, population_size: int, first_batch: int):
+        """``B_Normal(delta, m1 / N)`` (:func:`b_normal`; :func:`b_normal_traced` for a
+        traced ``delta``)."""
+        if num_stages(population_size, first_batch) == 1:
+            return 0.0
+        if _is_traced(delta):
+            return b_normal_traced(delta, first_batch / population_size, self.event)
+        return b_normal(delta, first_batch / population_size, event=self.event)
+
+    def width(self, constant, count, sd, reward_range, population_size: int):
+        """``G_Normal`` of Eq. 9 (``reward_range`` is not used)."""
+        xp = _array_module(constant, count, sd)
+        sd = xp.asarray(sd)
+        count = xp.asarray(count)
+        t = count.astype(sd.dtype)
+        fpc = xp.sqrt(xp.maximum(1.0 - (t - 1.0) / (population_size - 1), 0.0) / t)
+        return xp.where(count >= population_size, 0.0, sd * (fpc * constant))
+
+
+@dataclass(frozen=True)
+class NormalUnionBound(NormalBound):
+    r"""Racing-Normal with the union bound (Eq. 27): ``G_Normal`` of Eq. 9 with
+    ``B = Phi^{-1}(1 - delta / (t* - 1))`` (:func:`b_normal_union`) in place of
+    ``B_Normal``."""
+
+    name: ClassVar[str] = "normal_union"
+
+    def constant(self, delta, population_size: int, first_batch: int):
+        """``Phi^{-1}(1 - delta / (t* - 1))`` of Eq. 27."""
+        stages = num_stages(population_size, first_batch)
+        if stages == 1:
+            return 0.0
+        if _is_traced(delta):
+            return -jax.scipy.special.ndtri(delta / (stages - 1))
+        return b_normal_union(delta, stages)
+
+
+@dataclass(frozen=True)
+class EBSBound(ConfidenceBound):
+    r"""Racing-EBS: the empirical Bernstein-Serfling bound (Eq. 6-7; Bardenet &
+    Maillard 2015), union over the ``t* - 1`` stages before the exact one::
+
+        G_EBS(delta, T, s, C) = s sqrt(2 rho_T L / T) + kappa C L / T,
+        L = log(5 / delta_t),  delta_t = delta / (t* - 1),  kappa = 7/3 + 3/sqrt(2),
+        rho_T = 1 - (T-1)/N            if T <= N/2,
+                (1 - T/N)(1 + 1/T)     otherwise.
+
+    :meth:`constant` is ``L``.  Needs the reward ranges ``C``; the paper's
+    ``m1 = 2`` is the default first batch (a variance needs two points).
+    """
+
+    name: ClassVar[str] = "ebs"
+    needs_range: ClassVar[bool] = True
+    default_first_batch: ClassVar[Optional[int]] = 2
+
+    def constant(self, delta, population_size: int, first_batch: int):
+        """``log(5 / delta_t) = log(5 (t* - 1) / delta)`` of Eq. 7."""
+        stages = num_stages(population_size, first_batch)
+        if stages == 1:
+            return 0.0
+        if _is_traced(delta):
+            return jnp.log(5.0 * (stages - 1) / delta)
+        return math.log(5.0 * (stages - 1) / delta)
+
+    def width(self, constant, count, sd, reward_range, population_size: int):
+        """``G_EBS`` of Eq. 6-7 with ``L = constant``."""
+        xp = _array_module(constant, count, sd, reward_range)
+        sd = xp.asarray(sd)
+        count = xp.asarray(count)
+        t = count.astype(sd.dtype)
+        n = population_size
+        rho = xp.where(t <= n / 2, 1.0 - (t - 1.0) / n, (1.0 - t / n) * (1.0 + 1.0 / t))
+        width = sd * xp.sqrt(2.0 * rho * constant / t) + EBS_KAPPA * reward_range * constant / t
+        return xp.where(count >= n, 0.0, width)
+
+
+@dataclass(frozen=True)
+class ExactBound(ConfidenceBound):
+    r"""No bound: ``G = inf`` before ``T = N`` and ``0`` at ``T = N``, so Alg. 1 reads
+    every reward and returns the exact argmax (the reference the races approximate).
+    Its default first batch is ``N``: one stage."""
+
+    name: ClassVar[str] = "exact"
+    default_first_batch: ClassVar[Optional[int]] = None
+
+    def constant(self, delta, population_size: int, first_batch: int):
+        return 0.0
+
+    def width(self, constant, count, sd, reward_range, population_size: int):
+        xp = _array_module(constant, count, sd)
+        count = xp.asarray(count)
+        return xp.where(count >= population_size, 0.0, xp.inf)
+
+
+def clopper_pearson(errors: int, trials: int, level: float = 0.95) -> tuple[float, float]:
+    r"""Two-sided Clopper-Pearson interval of a binomial proportion.
+
+    With ``k = errors`` of ``n = trials`` and ``a = 1 - level``, the exact interval
+    inverts two one-sided binomial tests (Clopper & Pearson 1934)::
+
+        lower = Beta^{-1}(a/2; k, n - k + 1)        (0 when k = 0),
+        upper = Beta^{-1}(1 - a/2; k + 1, n - k)    (1 when k = n).
+
+    Used to check a race's error rate against ``delta``: the race is wrong when the
+    whole interval lies above ``delta``.
+
+    Example:
+        >>> lo, hi = clopper_pearson(0, 100)
+        >>> lo, round(hi, 4)
+        (0.0, 0.0362)
+    """
+    from scipy import stats
+
+    errors, trials = int(errors), int(trials)
+    if trials < 1 or not (0 <= errors <= trials):
+        raise ValueError(f"need 0 <= errors <= trials and trials >= 1, got {errors}/{trials}")
+    if not (0.0 < level < 1.0):
+        raise ValueError(f"level must lie in (0, 1), got {level!r}")
+    a = 1.0 - level
+    lo = 0.0 if errors == 0 else stats.beta.ppf(a / 2, errors, trials - errors + 1)
+    hi = 1.0 if errors == trials else stats.beta.ppf(1 - a / 2, errors + 1, trials - errors)
+    return float(lo), float(hi)

@@ -34,18 +34,21 @@ logarithm is floored at 1 (``log_+``) so that ``eps = 0`` is well defined at ``T
 from __future__ import annotations
 
 import math
-from typing import Callable, NamedTuple, Optional
+from dataclasses import dataclass
+from typing import Callable, ClassVar, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
 from jax import lax
 
+from .bounds import ConfidenceBound, _array_module
 from .permutation import IndexStream, index_stream, permuted_indices
 from .race import RaceResult
 
-__all__ = ["lil_ucb", "lil_ucb_parameters", "LIL_UCB_SETTINGS"]
+__all__ = ["lil_ucb", "lil_ucb_parameters", "lil_ucb_radius", "LilUCBBound", "LIL_UCB_SETTINGS"]
 
 LIL_UCB_SETTINGS = ("heuristic", "theory")
+_EPSILON_BETA = {"heuristic": (0.0, 0.5), "theory": (0.01, 1.0)}
 
 
 def lil_ucb_parameters(setting: str, num_arms: int, delta):
@@ -55,13 +58,73 @@ def lil_ucb_parameters(setting: str, num_arms: int, delta):
     """
     sqrt = math.sqrt if isinstance(delta, (float, int)) else jnp.sqrt
     if setting == "heuristic":
-        return 0.0, 0.5, 1.0 + 10.0 / num_arms, delta / 5.0
+        eps, beta = _EPSILON_BETA[setting]
+        return eps, beta, 1.0 + 10.0 / num_arms, delta / 5.0
     if setting == "theory":
-        eps, beta = 0.01, 1.0
+        eps, beta = _EPSILON_BETA[setting]
         c_eps = (2.0 + eps) / eps * (1.0 / math.log(1.0 + eps)) ** (1.0 + eps)
         s = 0.5 * (sqrt(1.0 + delta) - 1.0)  # 4 s + 4 s^2 = delta, s = sqrt(c delta')
         return eps, beta, ((2.0 + beta) / beta) ** 2, s * s / c_eps
     raise ValueError(f"lil_ucb setting must be one of {LIL_UCB_SETTINGS}, got {setting!r}")
+
+
+def lil_ucb_radius(delta_param, count, sigma, epsilon: float, beta: float):
+    r"""The confidence radius of lil'UCB (Jamieson et al. 2014, Fig. 1)::
+
+        (1 + beta)(1 + sqrt(eps)) sqrt( 2 sigma^2 (1 + eps) log( log_+((1 + eps) T) / delta' ) / T ),
+
+    with ``log_+(x) = log(max(x, e))`` (so that ``eps = 0`` is defined at ``T = 1``).
+
+    Args:
+        delta_param: ``delta'`` (:func:`lil_ucb_parameters`).
+        count: ``T_i``, the pulls of the arm (NumPy or JAX).
+        sigma: the sub-Gaussian scale ``sigma_i`` (``C_i / 2``).
+        epsilon, beta: the settings of :func:`lil_ucb_parameters`.
+    """
+    xp = _array_module(delta_param, count, sigma)
+    t = xp.asarray(count).astype(xp.asarray(sigma).dtype)
+    scale = (1.0 + beta) * (1.0 + math.sqrt(epsilon))
+    inner = xp.log(xp.maximum((1.0 + epsilon) * t, math.e))
+    return scale * sigma * xp.sqrt(2.0 * (1.0 + epsilon) * xp.log(inner / delta_param) / t)
+
+
+@dataclass(frozen=True)
+class LilUCBBound(ConfidenceBound):
+    r"""The confidence bound of adapted lil'UCB (Sec. 3.2; Jamieson et al. 2014).
+
+    :meth:`constant` is ``delta'`` of the setting (:func:`lil_ucb_parameters`);
+    :meth:`width` is :func:`lil_ucb_radius` with ``sigma = C / 2`` (rewards of range
+    ``C`` are ``C/2``-sub-Gaussian), zero at ``T = N`` (adaptation 2).  Used by
+    :func:`lil_ucb`, not by Alg. 1.
+
+    Attributes:
+        setting: ``"heuristic"`` or ``"theory"``.
+    """
+
+    setting: str = "heuristic"
+    name: ClassVar[str] = "lil_ucb"
+    needs_range: ClassVar[bool] = True
+    default_first_batch: ClassVar[Optional[int]] = None
+
+    def __post_init__(self):
+        if self.setting not in LIL_UCB_SETTINGS:
+            raise ValueError(f"lil_ucb setting must be one of {LIL_UCB_SETTINGS}, got {self.setting!r}")
+
+    def parameters(self, num_arms: int, delta):
+        """``(epsilon, beta, lambda, delta')`` (:func:`lil_ucb_parameters`)."""
+        return lil_ucb_parameters(self.setting, num_arms, delta)
+
+    def constant(self, delta, population_size: int, first_batch: int):
+        """``delta'`` of the setting (it does not depend on the number of arms)."""
+        return self.parameters(2, delta)[3]
+
+    def width(self, constant, count, sd, reward_range, population_size: int):
+        """The lil'UCB radius with ``sigma = C / 2`` (``sd`` is not used)."""
+        eps, beta = _EPSILON_BETA[self.setting]
+        xp = _array_module(constant, count, reward_range)
+        count = xp.asarray(count)
+        radius = lil_ucb_radius(constant, count, xp.asarray(reward_range) / 2.0, eps, beta)
+        return xp.where(count >= population_size, 0.0, radius)
 
 
 class _State(NamedTuple):
@@ -112,13 +175,11 @@ def lil_ucb(
     first = reward_fn(arange, first_idx)
     finite0 = jnp.all(jnp.isfinite(first))
     shift = jnp.where(finite0, first, 0.0)
-    scale = (1.0 + beta) * (1.0 + math.sqrt(epsilon))
 
     def ucb(state):
         t = state.pulls.astype(shift.dtype)
         mean = (state.sums - state.compensation) / t + shift + arm_offset
-        inner = jnp.log(jnp.maximum((1.0 + epsilon) * t, math.e))
-        conf = scale * sigma * jnp.sqrt(2.0 * (1.0 + epsilon) * jnp.log(inner / delta_param) / t)
+        conf = lil_ucb_radius(delta_param, state.pulls, sigma, epsilon, beta)
         return jnp.where(state.pulls >= n_pop, mean, mean + conf)
 
     def cond(state):
@@ -167,9 +228,10 @@ def lil_ucb(
     total = jnp.sum(final.pulls).astype(jnp.int32)
     return RaceResult(
         arm=final.arm,
-        num_evaluations=total,
+        num_rewards_read=total,
         num_stages=final.iterations,
         num_points_read=jnp.max(final.pulls).astype(jnp.int32),
         nonfinite=final.nonfinite,
         num_points_computed=total,  # a reward function evaluates every arm at each pull
+        num_likelihood_evals=total * n_arms,
     )

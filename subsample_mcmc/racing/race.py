@@ -33,10 +33,15 @@ Implementation notes
   et al.'s pairwise update.  Mean gaps are therefore accurate to float32 rounding
   of the *gaps*, not of the totals (tested at N = 1e7 against a naive sum that
   fails).  Marginal variances use rewards centred at the first reward of each arm.
-* **Cost accounting.**  ``num_evaluations`` counts the rewards of the arms still
+* **Cost accounting.**  ``num_rewards_read`` counts the rewards of the arms still
   in the race at each stage (the sample complexity of the paper's Fig. 1);
   ``num_points_read`` is ``T`` at the stop.  With static shapes a stage computes
-  the block for all ``D`` arms.
+  the block for all ``D`` arms: ``num_likelihood_evals = D num_points_computed``
+  is what the reward function evaluated.
+* **Bounds are objects.**  ``G`` comes from a
+  :class:`~subsample_mcmc.racing.bounds.ConfidenceBound` (static): the race calls
+  its ``width`` and asks it whether the heavy-tail guard applies; it never
+  branches on a bound's name.
 * **Non-finite rewards.**  A non-finite reward stops the race at once with
   ``arm = -1`` and ``nonfinite = True``; it never returns an arm as if all were well.
 """
@@ -50,11 +55,13 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from .bounds import EBS_KAPPA
+from .bounds import ConfidenceBound
 from .permutation import index_stream
 from .schedule import doubling_schedule
 
-__all__ = ["RaceResult", "racing", "run_at_most_once", "tail_guard", "pair_moments"]
+__all__ = ["RaceResult", "run_race", "tail_guard", "pair_moments"]
+
+VARIANCES = ("pairwise", "marginal")
 
 
 class RaceResult(NamedTuple):
@@ -62,24 +69,30 @@ class RaceResult(NamedTuple):
 
     Attributes:
         arm: the chosen arm (int32), ``-1`` if a non-finite reward stopped the race.
-        num_evaluations: rewards read, all arms together (int32).
+        num_rewards_read: rewards read, all arms together (int32): at each stage
+            the rewards of the arms still in the race (the paper's sample
+            complexity, Fig. 1); lil'UCB: the pulls.
         num_stages: stages run (Alg. 1) or pulls made (lil'UCB) (int32).
         num_points_read: distinct data points read, ``T`` at the stop (int32).
         nonfinite: True when a NaN or infinite reward was met (then ``arm == -1``).
         num_points_computed: data points whose rewards were computed for all arms
             (int32): ``num_points_read`` plus the masked tail of the last fixed-size
-            chunk (static shapes); what a reward *function* actually evaluated.
+            chunk (static shapes).
+        num_likelihood_evals: rewards *computed*, all arms together (int32):
+            ``num_arms * num_points_computed``, what a reward function evaluated
+            (``D N`` for the exact method).
     """
 
     arm: jax.Array
-    num_evaluations: jax.Array
+    num_rewards_read: jax.Array
     num_stages: jax.Array
     num_points_read: jax.Array
     nonfinite: jax.Array
     num_points_computed: jax.Array
+    num_likelihood_evals: jax.Array
 
 
-def run_at_most_once(pred, fn, operand):
+def _run_at_most_once(pred, fn, operand):
     """``fn(operand)`` if ``pred`` else ``operand``, skipping the work when not taken.
 
     A ``while_loop`` with at most one trip: unlike ``lax.cond`` it stays a real
@@ -90,6 +103,9 @@ def run_at_most_once(pred, fn, operand):
         return jnp.array(False), fn(carry[1])
 
     return lax.while_loop(lambda carry: carry[0], body, (pred, operand))[1]
+
+
+run_at_most_once = _run_at_most_once  # transitional alias
 
 
 class _State(NamedTuple):
@@ -103,7 +119,7 @@ class _State(NamedTuple):
     mean_diff: jax.Array  # [D] mean of l_i - l_ref
     second: jax.Array  # [D, D] (pairwise, centred moments of differences) or [D] (marginal)
     mean_level: jax.Array  # [D] mean of l_i - shift_i (marginal only)
-    evaluations: jax.Array
+    rewards_read: jax.Array
     stages: jax.Array
     computed: jax.Array  # points whose rewards were computed (masked ones included)
     centre: jax.Array  # [D] fixed centre of the power sums (first block's means)
@@ -202,7 +218,7 @@ def _phases(population_size: int, first_batch: int, max_block: int, growth: int 
         start, chunk = nxt, nxt
 
 
-def racing(
+def run_race(
     key: jax.Array,
     reward_fn: Callable[[jax.Array], jax.Array],
     arm_offset: jax.Array,
@@ -212,53 +228,54 @@ def racing(
     num_arms: int,
     population_size: int,
     first_batch: int,
-    bound: str,
+    bound: ConfidenceBound,
     variance: str,
     index_map: Optional[jax.Array] = None,
     max_block: int = 1 << 14,
-    guard_tails: bool = True,
 ) -> RaceResult:
     r"""Run Alg. 1 once.  Traceable; all keyword arguments are static.
+
+    After stage ``t`` (``T`` points read) arm ``i`` is eliminated when
+    ``mu_hat_x - mu_hat_i > G``, ``G = bound.width(bound_param, T, sigma_hat, C, N)``
+    (pairwise: ``sigma_hat_{x,i}``, ``C_x + C_i``; marginal: the sum of the two arms'
+    own widths).
 
     Args:
         key: PRNG key of the without-replacement order.
         reward_fn: ``indices -> [num_arms, len(indices)]`` rewards ``l_{i,n}``.
         arm_offset: ``[num_arms]`` constants added to each arm's mean (e.g.
             ``(log f0(i) + eps_i) / N`` of Eq. 3), kept out of the per-reward sums.
-        bound_param: for ``bound="normal"``: the constant ``B`` of Eq. 9 / Eq. 27;
-            for ``bound="ebs"``: ``log(5 / delta_t)`` of Eq. 6-7.
-        reward_range: ``[num_arms]`` ranges ``C_i`` (used by ``"ebs"`` only).
-        bound: ``"normal"`` or ``"ebs"``.
+        bound_param: the bound's constant, ``bound.constant(delta / D', N, m1)``
+            (``B`` of Eq. 9 / Eq. 27, or ``log(5 / delta_t)`` of Eq. 6-7); traced.
+        reward_range: ``[num_arms]`` ranges ``C_i`` (used when ``bound.needs_range``).
+        bound: a :class:`~subsample_mcmc.racing.bounds.ConfidenceBound` (static).
+            When ``bound.applies_tail_guard``, :func:`tail_guard` is applied to
+            every comparison (skewness of the compared rewards from their third and
+            fourth power sums): a decision waits for ``T >= 28 + 25 g1^2`` and ``B``
+            gets the Cornish-Fisher correction.  Costs O(D^2) per point read
+            (pairwise) or O(D) (marginal), like the variance estimates.
         variance: ``"pairwise"`` or ``"marginal"``.
         index_map: optional ``[population_size]`` data indices of the raced
             population (used when some points are always read exactly).
         max_block: largest number of points evaluated at once; larger stages are
             read in chunks, so memory is O(D max_block) per race.
-        guard_tails: with ``bound="normal"``, apply :func:`tail_guard` to every
-            comparison (skewness of the compared rewards from their third and fourth
-            power sums): a decision waits for ``T >= 28 + 25 g1^2`` and ``B`` gets the
-            Cornish-Fisher correction.  Costs O(D^2) per point read (pairwise) or
-            O(D) (marginal), like the variance estimates.
     """
+    if not isinstance(bound, ConfidenceBound):
+        raise TypeError(f"bound must be a ConfidenceBound (e.g. NormalBound()), got {bound!r}")
+    if variance not in VARIANCES:
+        raise ValueError(f"variance must be one of {VARIANCES}, got {variance!r}")
     n_pop, n_arms = int(population_size), int(num_arms)
     sizes = doubling_schedule(n_pop, first_batch)
     schedule = jnp.asarray(sizes, jnp.int32)
     stream = index_stream(key, n_pop)
-    pairwise = variance == "pairwise"
+    pairwise = variance == VARIANCES[0]
     arange = jnp.arange(n_arms)
     phases = _phases(n_pop, first_batch, max_block)
 
-    guard = guard_tails and bound == "normal"
+    guard = bound.applies_tail_guard
 
     def bound_width(count, sd, crange, b=None):
-        t = count.astype(sd.dtype)
-        if bound == "normal":
-            fpc = jnp.sqrt(jnp.maximum(1.0 - (t - 1.0) / (n_pop - 1), 0.0) / t)
-            width = sd * (fpc * (bound_param if b is None else b))
-        else:  # empirical Bernstein-Serfling, Eq. 6 with rho_n
-            rho = jnp.where(t <= n_pop / 2, 1.0 - (t - 1.0) / n_pop, (1.0 - t / n_pop) * (1.0 + 1.0 / t))
-            width = sd * jnp.sqrt(2.0 * rho * bound_param / t) + EBS_KAPPA * crange * bound_param / t
-        return jnp.where(count >= n_pop, 0.0, width)  # G = 0 at T = N
+        return bound.width(bound_param if b is None else b, count, sd, crange, n_pop)
 
     def read(start, size: int, stop):
         """Rewards at positions ``[start, start + size)`` of the reading order; those at
@@ -311,7 +328,7 @@ def racing(
                 powers["power2"] = state.power2 + jnp.sum(e2, axis=1)
                 powers["power3"] = state.power3 + jnp.sum(e2 * e, axis=1)
                 powers["power4"] = state.power4 + jnp.sum(e2 * e2, axis=1)
-        evaluations = state.evaluations + m_int * jnp.sum(state.alive).astype(jnp.int32)
+        rewards_read = state.rewards_read + m_int * jnp.sum(state.alive).astype(jnp.int32)
         return state._replace(
             **powers,
             nonfinite=state.nonfinite | ~finite,
@@ -319,7 +336,7 @@ def racing(
             mean_diff=mean_diff,
             second=second,
             mean_level=mean_level,
-            evaluations=evaluations,
+            rewards_read=rewards_read,
         )
 
     def decide(state: _State) -> _State:
@@ -352,10 +369,9 @@ def racing(
             var = (sec[leader, leader] + jnp.diagonal(sec) - 2.0 * sec[leader]) / t
             width = bound_width(count, jnp.sqrt(jnp.maximum(var, 0.0)), reward_range[leader] + reward_range, b)
         else:
-            b_pair = None if b is None else b
             sd_arm = jnp.sqrt(jnp.maximum(state.second, 0.0) / t)
-            width = bound_width(count, sd_arm, reward_range, b_pair) + bound_width(
-                count, sd_arm[leader], reward_range[leader], b_pair)
+            width = bound_width(count, sd_arm, reward_range, b) + bound_width(
+                count, sd_arm[leader], reward_range[leader], b)
         eliminated = (gap > width) & allowed & (arange != leader)
         eliminated = eliminated | ((count >= n_pop) & (arange != leader))
         alive = state.alive & ~eliminated
@@ -391,7 +407,7 @@ def racing(
     zeros = jnp.zeros((n_arms,), dtype)
     base0 = first_clean - first_clean[ref] if pairwise else first_clean - shift[:, None]
     centre = jnp.sum(base0 * w0, axis=1) / jnp.maximum(jnp.sum(w0), 1.0)
-    mat = jnp.zeros((n_arms, n_arms) if (pairwise and guard_tails and bound == "normal") else (n_arms,), dtype)
+    mat = jnp.zeros((n_arms, n_arms) if (pairwise and guard) else (n_arms,), dtype)
     state = _State(
         done=jnp.array(False),
         nonfinite=~finite0,
@@ -403,7 +419,7 @@ def racing(
         mean_diff=zeros,
         second=jnp.zeros((n_arms, n_arms) if pairwise else (n_arms,), dtype),
         mean_level=zeros,
-        evaluations=jnp.array(0, jnp.int32),
+        rewards_read=jnp.array(0, jnp.int32),
         stages=jnp.array(0, jnp.int32),
         computed=jnp.array(chunk0, jnp.int32),
         centre=centre,
@@ -426,9 +442,10 @@ def racing(
 
     return RaceResult(
         arm=state.arm,
-        num_evaluations=state.evaluations,
+        num_rewards_read=state.rewards_read,
         num_stages=state.stages,
         num_points_read=state.count,
         nonfinite=state.nonfinite,
         num_points_computed=state.computed,
+        num_likelihood_evals=state.computed * n_arms,
     )
