@@ -27,7 +27,9 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-from .synthetic import Problem, clopper_pearson, run_setting
+from subsample_mcmc.racing import clopper_pearson
+
+from .synthetic import Problem, run_setting
 
 __all__ = ["FAMILIES", "make_heavy_problem", "run_cell"]
 

@@ -18,8 +18,7 @@ import math
 
 import numpy as np
 
-from subsample_mcmc.racing.bounds import EBS_KAPPA, b_normal, b_normal_union, num_stages
-from subsample_mcmc.racing.schedule import doubling_schedule
+from subsample_mcmc.racing import EBSBound, NormalBound, NormalUnionBound, doubling_schedule
 
 __all__ = [
     "METHOD_COLORS", "DISTRIBUTION_MARKERS", "PAPER_FIGURES", "select",
@@ -178,7 +177,10 @@ def uncertainty_bounds(
           rho_T = 1 - (T-1)/N  (T <= N/2),  (1 - T/N)(1 + 1/T)  (T > N/2).
 
     ``reward_range`` ``C`` defaults to ``sqrt(12) sigma`` (uniform rewards, the
-    most favourable case for EBS).
+    most favourable case for EBS).  The constants and widths are the racing core's
+    (:class:`~subsample_mcmc.racing.NormalBound`,
+    :class:`~subsample_mcmc.racing.NormalUnionBound`,
+    :class:`~subsample_mcmc.racing.EBSBound`): the figure shows what the race compares.
 
     Returns:
         ``{name: (T, G, T_schedule, G_schedule)}``: the bound on a log grid of
@@ -187,28 +189,15 @@ def uncertainty_bounds(
     n = int(population_size)
     c = math.sqrt(12.0) * sigma if reward_range is None else float(reward_range)
 
-    def normal(t, b):
-        t = np.asarray(t, float)
-        return sigma / np.sqrt(t) * np.sqrt(np.maximum(1.0 - (t - 1.0) / (n - 1.0), 0.0)) * b
-
-    def ebs(t, log_term):
-        t = np.asarray(t, float)
-        rho = np.where(t <= n / 2, 1.0 - (t - 1.0) / n, (1.0 - t / n) * (1.0 + 1.0 / t))
-        return sigma * np.sqrt(2.0 * rho * log_term / t) + EBS_KAPPA * c * log_term / t
-
     out = {}
-    stages_n = num_stages(n, normal_first_batch)
-    sched_n = np.array(doubling_schedule(n, normal_first_batch)[:-1], float)
-    grid_n = np.geomspace(normal_first_batch, n - 1, num_points)
-    b = b_normal(delta, normal_first_batch / n)
-    out["Racing-Normal"] = (grid_n, normal(grid_n, b), sched_n, normal(sched_n, b))
-    bu = b_normal_union(delta, stages_n)
-    out["Racing-Normal (union bound)"] = (grid_n, normal(grid_n, bu), sched_n, normal(sched_n, bu))
-    stages_e = num_stages(n, ebs_first_batch)
-    sched_e = np.array(doubling_schedule(n, ebs_first_batch)[:-1], float)
-    grid_e = np.geomspace(ebs_first_batch, n - 1, num_points)
-    log_term = math.log(5.0 * (stages_e - 1) / delta)
-    out["Racing-EBS"] = (grid_e, ebs(grid_e, log_term), sched_e, ebs(sched_e, log_term))
+    for name, bound, m1 in [("Racing-Normal", NormalBound(), normal_first_batch),
+                            ("Racing-Normal (union bound)", NormalUnionBound(), normal_first_batch),
+                            ("Racing-EBS", EBSBound(), ebs_first_batch)]:
+        constant = bound.constant(delta, n, m1)
+        grid = np.geomspace(m1, n - 1, num_points)
+        sched = np.array(doubling_schedule(n, m1)[:-1], float)
+        out[name] = (grid, bound.width(constant, grid, sigma, c, n),
+                     sched, bound.width(constant, sched, sigma, c, n))
     return out
 
 

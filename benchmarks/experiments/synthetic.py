@@ -7,7 +7,8 @@ distribution and ``sigma`` alone sets the difficulty (0.1 very hard, 1e-4 easy,
 1e-5 very easy at N = 1e5).  We take ``p_i ∝ i`` (``i = 1..D``).  Each race draws
 Gumbel noise and identifies ``argmax_i sum_n l_{i,n} + eps_i`` (Eq. 3); it errs when
 it returns another arm than the exact argmax computed in float64 for the same
-noise.  Reported: the error rate with its Clopper-Pearson interval, and the
+noise.  Reported: the error rate with its Clopper-Pearson interval
+(:func:`subsample_mcmc.racing.clopper_pearson`), and the
 fraction of the ``N D`` rewards read.
 """
 
@@ -23,12 +24,11 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from scipy import stats
 
-from subsample_mcmc.racing import sample_discrete
+from subsample_mcmc.racing import clopper_pearson, sample_discrete
 
 __all__ = [
-    "DISTRIBUTIONS", "make_problem", "Problem", "run_setting", "clopper_pearson",
+    "DISTRIBUTIONS", "make_problem", "Problem", "run_setting",
     "METHOD_CONFIGS", "SIGMAS", "GridSetting", "benchmark_grid", "merge_records",
     "run_grid_setting", "run_grid", "summarize", "records_to_markdown",
     "RESULTS_PATH", "NOTEBOOK_SIZE_ENV", "notebook_records",
@@ -65,14 +65,6 @@ def make_problem(seed: int, num_arms: int, population_size: int, distribution: s
     return Problem(jnp.asarray(rewards), totals, p, float(sigma), distribution)
 
 
-def clopper_pearson(errors: int, trials: int, level: float = 0.95) -> tuple[float, float]:
-    """Two-sided Clopper-Pearson interval of a binomial proportion."""
-    a = 1.0 - level
-    lo = 0.0 if errors == 0 else stats.beta.ppf(a / 2, errors, trials - errors + 1)
-    hi = 1.0 if errors == trials else stats.beta.ppf(1 - a / 2, errors + 1, trials - errors)
-    return float(lo), float(hi)
-
-
 @functools.lru_cache(maxsize=64)
 def _compiled_runner(method, variance, num_arms, population_size, first_batch, batch_size,
                      heavy_tail_guard=True):
@@ -87,7 +79,7 @@ def _compiled_runner(method, variance, num_arms, population_size, first_batch, b
 
         def one(key):
             s = sample_discrete(key, jnp.zeros(num_arms), rewards, delta=delta, **options, **extra)
-            return s.value, s.race.num_evaluations, s.gumbel
+            return s.value, s.race.num_rewards_read, s.gumbel
 
         return jax.lax.map(one, keys, batch_size=batch_size)
 
