@@ -140,7 +140,8 @@ def test_error_rate_other_bounds():
 def test_easy_setting_reads_a_small_fraction():
     problem = make_problem(2, 10, 100_000, "normal", 1e-5)
     out = run_setting(problem, method="normal", delta=0.05, num_races=50, batch_size=1)
-    assert out["errors"] == 0 or out["errors"] <= stats.binom.ppf(1 - 1e-3, 50, 0.05)
+    # a race that stops this early must still be right: at most the errors delta allows
+    assert out["errors"] <= stats.binom.ppf(1 - 1e-3, 50, 0.05), out
     assert out["fraction_read"] < 0.02
 
 
