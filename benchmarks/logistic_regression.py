@@ -370,7 +370,7 @@ def main(argv=None):
         mode = L.map_estimate(data.x, data.y)
         jax.block_until_ready(mode)
         map_seconds = time.perf_counter() - t
-        laplace = L.laplace_approximation(data.x, data.y, mode)
+        laplace = L.laplace_summary(data.x, data.y, mode)
         payload["data"][str(n)] = {"w_true": data.w_true.tolist(), "b_true": data.b_true,
                                    "mean_y": float(np.mean(np.asarray(data.y))), "map_seconds": map_seconds,
                                    "laplace_mean": laplace[0].tolist(), "laplace_sd": laplace[1].tolist()}

@@ -62,8 +62,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from subsample_mcmc.kernels.gradients import gradient_estimator, random_batch
 from subsample_mcmc.kernels.mh import racing_mh_accept
-from subsample_mcmc.racing import DataBins, make_data_bins, sample_discrete, taylor_control_variate
+from subsample_mcmc.kernels.proposals import langevin
+from subsample_mcmc.kernels.proxy import TaylorProxy, proxy_residual, proxy_sum, taylor_proxy
+from subsample_mcmc.racing import DataBins, clopper_pearson, make_data_bins, sample_discrete, taylor_control_variate
 
 from .arch import ArchData, LaplaceFit, fit_laplace, log_likelihood_points, log_prior, student_t_logpdf
 
@@ -203,40 +206,29 @@ def _arm_rewards(u, masks, y):
     return rewards
 
 
-def _proxy_residual_rewards(u, masks, centres, y, with_constant):
-    """``idx -> [A, m]`` residuals ``l_t(u) - h_t(u)`` of second-order parameter-space proxies.
+def _order_log_likelihood(mask, y):
+    """``(u, idx) -> [len(idx)]`` per-datum log-likelihoods of one order (``mask``)."""
+    return lambda u, idx: log_likelihood_points(u, mask, y[idx])
 
-    ``h_t(u) = [l_t(mu)] + g_t^T D + 1/2 D^T H_t D`` with ``D = u - mu``, the directional
-    derivatives by nested ``jax.jvp`` (no per-datum Hessian matrix).  With
-    ``with_constant`` the proxy includes ``l_t(mu)`` (needed when the arms have different
-    centres: the inter-order differences of the MAP fits then cancel too).
-    """
+
+def _proxies(arrays: SamplerArrays) -> TaylorProxy:
+    """The orders' Taylor proxies at their MAPs, stacked ``[D, ...]`` (constants relative
+    to the largest, so that arms with different references compare)."""
+    return TaylorProxy(arrays.mu, arrays.grad_map, arrays.proxy_hess, arrays.proxy_const)
+
+
+def _proxy_residual_rewards(u, masks, proxies, y):
+    """``idx -> [A, m]`` residuals ``l_t(u) - h_t(u)`` of each arm's proxy (constant
+    included: arms with different references then compare; :mod:`subsample_mcmc.kernels.proxy`)."""
 
     def rewards(idx):
-        rows = y[idx]
+        def arm(uu, mm, prx):
+            ll = _order_log_likelihood(mm, y)
+            return proxy_residual(ll, prx)(uu, idx) - ll(prx.reference, idx)
 
-        def arm(uu, mm, centre):
-            d = uu - centre
-
-            def along(t):
-                return log_likelihood_points(centre + t * d, mm, rows)
-
-            def first(t):
-                return jax.jvp(along, (t,), (jnp.ones_like(t),))[1]
-
-            zero = jnp.zeros((), u.dtype)
-            d1, d2 = jax.jvp(first, (zero,), (jnp.ones_like(zero),))
-            res = log_likelihood_points(uu, mm, rows) - d1 - 0.5 * d2
-            return res - along(zero) if with_constant else res
-
-        return jax.vmap(arm)(u, masks, centres)
+        return jax.vmap(arm)(u, masks, proxies)
 
     return rewards
-
-
-def _proxy_sum(u, centre, grad_sum, hess_sum):
-    d = u - centre
-    return grad_sum @ d + 0.5 * d @ hess_sum @ d
 
 
 def _step(arrays: SamplerArrays, state: ChainState, key, cfg: SamplerConfig):
@@ -253,51 +245,31 @@ def _step(arrays: SamplerArrays, state: ChainState, key, cfg: SamplerConfig):
     u = jnp.where((jnp.arange(num_orders) == q)[:, None], state.u, draws)
 
     # 2. preconditioned Langevin proposal for u^(q), corrected by a (racing) MH test
-    mask_q, chol_q, cov_q, mu_q = masks[q], arrays.chol[q], arrays.cov[q], arrays.mu[q]
+    mask_q, cov_q, mu_q = masks[q], arrays.cov[q], arrays.mu[q]
     eps = jnp.exp(state.log_step[q])
     uq = u[q]
-    if cfg.racing:
-        b = cfg.grad_batch_size
-        batch = jax.random.randint(k_batch, (b,), 0, n)
-        rows = y[batch]
-
-        def batch_grad(w):
-            return jax.grad(lambda z: (n / b) * jnp.sum(log_likelihood_points(z, mask_q, rows)))(w)
-
-        def grad_est(v):
-            # second-order control variate: G + H D + (N/b) sum_batch [g_t(v) - g_t(mu) - H_t(mu) D]
-            dv = (v - mu_q) * mask_q
-            g_mu, h_dv = jax.jvp(batch_grad, (mu_q,), (dv,))
-            full = arrays.grad_map[q] + arrays.proxy_hess[q] @ dv
-            return jax.grad(log_prior)(v, mask_q) + full + batch_grad(v) - g_mu - h_dv
-
-        grad_evals = 4 * b  # g_t at the current point and the proposal, each with its MAP twin (+ H_t D)
+    ll_q = _order_log_likelihood(mask_q, y)
+    proxy_q = jax.tree.map(lambda a: a[q], _proxies(arrays))
+    lp_q = lambda v: log_prior(v, mask_q)  # noqa: E731
+    if cfg.racing:  # the second-order control-variate estimate on one mini-batch
+        grad_est = gradient_estimator(lp_q, ll_q, n, random_batch(k_batch, n, cfg.grad_batch_size), proxy_q)
+        grad_evals = 4 * cfg.grad_batch_size  # g_t at both points, each with its proxy term
     else:
-        def grad_est(v):
-            return jax.grad(lambda w: log_prior(w, mask_q) + jnp.sum(log_likelihood_points(w, mask_q, y)))(v)
-
+        grad_est = gradient_estimator(lp_q, ll_q, n, jnp.arange(n))
         grad_evals = 2 * n
-
-    def drift(v):
-        return v + 0.5 * eps**2 * (cov_q @ (grad_est(v) * mask_q)) * mask_q
-
-    mean_f = drift(uq)
-    prop = mean_f + eps * (chol_q @ (jax.random.normal(k_prop, (p,)) * mask_q)) * mask_q
-    mean_b = drift(prop)
-
-    def log_q(x, mean):
-        z = jax.scipy.linalg.solve_triangular(chol_q, x - mean, lower=True) * mask_q
-        return -0.5 * jnp.sum(z * z) / eps**2
-
-    lq_f, lq_b = log_q(prop, mean_f), log_q(uq, mean_b)
-    lp_cur, lp_new = log_prior(uq, mask_q), log_prior(prop, mask_q)
+    # the padding (inactive entries) has unit mass and zero gradient: it moves by a
+    # symmetric step whose forward and reverse densities cancel, and is reset to 0
+    prop, lq_f, lq_b = langevin()(k_prop, uq, eps, cov_q, lambda v: grad_est(v) * mask_q)
+    prop = prop * mask_q
+    lp_cur, lp_new = lp_q(uq), lp_q(prop)
     pair = jnp.stack([uq, prop])
     pair_masks = jnp.stack([mask_q, mask_q])
     use_proxy = cfg.racing and cfg.control_variate == "parameter"
     if use_proxy:
-        mh_rewards = _proxy_residual_rewards(pair, pair_masks, jnp.stack([mu_q, mu_q]), y, False)
-        lp_cur = lp_cur + _proxy_sum(uq, mu_q, arrays.grad_map[q], arrays.proxy_hess[q])
-        lp_new = lp_new + _proxy_sum(prop, mu_q, arrays.grad_map[q], arrays.proxy_hess[q])
+        residual = proxy_residual(ll_q, proxy_q)
+        mh_rewards = lambda idx: jnp.stack([residual(uq, idx), residual(prop, idx)])  # noqa: E731
+        lp_cur = lp_cur + proxy_sum(proxy_q, uq)
+        lp_new = lp_new + proxy_sum(proxy_q, prop)
         mh_cv = None
     else:
         mh_rewards = _arm_rewards(pair, pair_masks, y)
@@ -317,8 +289,9 @@ def _step(arrays: SamplerArrays, state: ChainState, key, cfg: SamplerConfig):
     log_f0 = (state.log_pi_adj + arrays.log_prior_q + jax.vmap(log_prior)(u, masks)
               - jax.vmap(_pseudo_log_density)(u, arrays.mu, arrays.chol, masks))
     if use_proxy:
-        gibbs_rewards = _proxy_residual_rewards(u, masks, arrays.mu, y, True)
-        log_f0 = log_f0 + arrays.proxy_const + jax.vmap(_proxy_sum)(u, arrays.mu, arrays.grad_map, arrays.proxy_hess)
+        proxies = _proxies(arrays)
+        gibbs_rewards = _proxy_residual_rewards(u, masks, proxies, y)
+        log_f0 = log_f0 + jax.vmap(lambda uu, prx: proxy_sum(prx, uu, with_constant=True))(u, proxies)
         gibbs_cv = None
     else:
         gibbs_rewards = _arm_rewards(u, masks, y)
@@ -345,8 +318,8 @@ def _step(arrays: SamplerArrays, state: ChainState, key, cfg: SamplerConfig):
     x = jax.nn.softplus(u[q_new]) * masks[q_new]
     info = StepInfo(
         q=q_new, alpha0=x[0], alpha=x[1:-1], nu=x[-1], accepted=accept,
-        evals_gibbs=draw.race.num_evaluations.astype(jnp.float32),
-        evals_mh=(mh_race.num_evaluations + grad_evals).astype(jnp.float32),
+        evals_gibbs=draw.race.num_likelihood_evals.astype(jnp.float32),
+        evals_mh=(mh_race.num_likelihood_evals + grad_evals).astype(jnp.float32),
         gibbs_error=gibbs_error, mh_error=mh_error, log_pi_adj=log_pi_adj,
     )
     return new_state, info
@@ -413,13 +386,10 @@ class ArchRun:
 
     def error_rates(self) -> dict:
         """Empirical decision error rates with 95% Clopper-Pearson intervals (checked runs)."""
-        from scipy.stats import beta
-
         out = {}
         for name, arr in (("gibbs", self.gibbs_error), ("mh", self.mh_error)):
             k, n = int(arr.sum()), int(arr.size)
-            lo = 0.0 if k == 0 else float(beta.ppf(0.025, k, n - k + 1))
-            hi = 1.0 if k == n else float(beta.ppf(0.975, k + 1, n - k))
+            lo, hi = clopper_pearson(k, n)
             out[name] = {"errors": k, "decisions": n, "rate": k / max(n, 1), "ci95": [lo, hi]}
         return out
 
@@ -492,17 +462,13 @@ class ArchOrderSampler:
         chol = jnp.asarray(self.laplace.chol, jnp.float32)
         masks = data.masks
 
-        def full_sums(uu, mm):
-            total = lambda w: jnp.sum(log_likelihood_points(w, mm, data.y))  # noqa: E731
-            return total(uu), jax.grad(total)(uu), jax.hessian(total)(uu)
-
-        ll_map, grad_map, hess_map = jax.jit(jax.vmap(full_sums))(mu, masks)
-        ll_map = np.asarray(ll_map, np.float64)
+        proxies = jax.jit(jax.vmap(lambda uu, mm: taylor_proxy(_order_log_likelihood(mm, data.y), uu, n)))(mu, masks)
+        ll_map, grad_map = np.asarray(proxies.value_sum, np.float64), proxies.grad_sum
         d = len(data.orders)
         self.arrays = SamplerArrays(
             y=data.y, masks=masks, mu=mu, chol=chol, cov=jnp.einsum("dij,dkj->dik", chol, chol),
             grad_map=grad_map, log_prior_q=jnp.full((d,), -math.log(d), jnp.float32), bins=self.bins,
-            proxy_hess=0.5 * (hess_map + jnp.swapaxes(hess_map, 1, 2)),
+            proxy_hess=proxies.hess_sum,
             proxy_const=jnp.asarray(ll_map - ll_map.max(), jnp.float32),
         )
 

@@ -8,8 +8,9 @@ Shared by ``benchmarks/logistic_regression.py`` and
 * :func:`logistic_model` (plain plate, for NUTS and RacingMH) and
   :func:`logistic_model_ecs` (``subsample_size`` plate with ``numpyro.subsample``, for
   HMCECS; RacingMH accepts it too);
-* :func:`map_estimate` -- full-data Newton iterations (the reference point of the Taylor
-  proxies) and :func:`laplace_approximation` (a cheap cross-check of the posterior);
+* :func:`map_estimate` -- full-data Newton (the reference point of the Taylor proxies)
+  and :func:`laplace_summary` (a cheap cross-check of the posterior), both on the
+  package's one Laplace home (:mod:`subsample_mcmc.kernels.laplace`);
 * :func:`make_kernel` -- the compared samplers by name (:data:`METHODS`);
 * :func:`timed_run` -- the timing protocol: ``warmup`` then ``run`` (end to end, compile
   included) and a continuation run of the same length from ``last_state`` (steady
@@ -36,10 +37,11 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 from numpyro.infer import HMCECS, MCMC, NUTS
+from subsample_mcmc.kernels.laplace import fit_laplace, laplace_approximation
 
 __all__ = [
     "LogisticData", "simulate", "logistic_model", "logistic_model_ecs", "PRIOR_W_SCALE",
-    "PRIOR_B_SCALE", "param_names", "flatten_samples", "map_estimate", "laplace_approximation",
+    "PRIOR_B_SCALE", "param_names", "flatten_samples", "map_estimate", "laplace_summary", "log_posterior",
     "METHODS", "make_kernel", "model_for", "extra_fields_for", "model_args_for", "timed_run",
     "TimedRun", "steady_state_run", "mean_sd_mcse", "notebook_config", "compare_means",
     "figure_mean_comparison", "figure_cost_vs_n", "benchmark_points", "figure_autocorr",
@@ -107,49 +109,36 @@ def flatten_samples(samples: dict) -> np.ndarray:
 
 
 # -- posterior mode and Laplace approximation -------------------------------------------
-def _neg_log_post_parts(theta, x, y):
-    """Gradient and Hessian of the log posterior at ``theta = (w, b)`` (full data)."""
+def log_posterior(theta, x, y):
+    """Full-data log posterior of ``theta = (w, b)`` (the priors of :func:`logistic_model`)."""
     d = x.shape[1]
     w, b = theta[:d], theta[d]
-    p = jax.nn.sigmoid(x @ w + b)
-    r = y - p
-    s = p * (1.0 - p)
-    prior_prec = jnp.concatenate([jnp.full((d,), PRIOR_W_SCALE**-2), jnp.array([PRIOR_B_SCALE**-2])])
-    xa = jnp.concatenate([x, jnp.ones((x.shape[0], 1), x.dtype)], axis=1)
-    grad = xa.T @ r - prior_prec * theta
-    hess = -(xa * s[:, None]).T @ xa - jnp.diag(prior_prec)
-    return grad, hess
+    loglik = jnp.sum(jax.nn.log_sigmoid((2.0 * y - 1.0) * (x @ w + b)))
+    return loglik - 0.5 * jnp.sum((w / PRIOR_W_SCALE) ** 2) - 0.5 * (b / PRIOR_B_SCALE) ** 2
 
 
-@jax.jit
-def _newton_step(theta, x, y):
-    grad, hess = _neg_log_post_parts(theta, x, y)
-    return theta - jnp.linalg.solve(hess, grad), jnp.max(jnp.abs(grad))
-
-
-def map_estimate(x, y, steps: int = 12) -> dict:
-    """MAP of the logistic-regression posterior by full-data Newton iterations.
-
-    Each iteration is one pass over the data (gradient and Hessian); logistic regression
-    converges quadratically from 0 in well under ``steps`` iterations.  Returns
-    ``{"w": [d], "b": ()}`` (float32 jax arrays).
-    """
+def map_estimate(x, y, steps: int = 20) -> dict:
+    """MAP of the logistic-regression posterior by safeguarded full-data Newton
+    (:func:`subsample_mcmc.kernels.laplace.fit_laplace`; each step one pass for the
+    gradient and Hessian, quadratic convergence from 0).  Returns ``{"w": [d], "b": ()}``."""
     d = x.shape[1]
-    theta = jnp.zeros((d + 1,), x.dtype)
-    for _ in range(steps):
-        theta, _ = _newton_step(theta, x, y)
+    fit = jax.jit(lambda xx, yy: fit_laplace(lambda t: log_posterior(t, xx, yy), jnp.zeros((d + 1,), xx.dtype),
+                                             max_steps=steps)[0])
+    theta = fit(x, y).mode
     return {"w": theta[:d], "b": theta[d]}
 
 
-def laplace_approximation(x, y, mode: dict) -> tuple[np.ndarray, np.ndarray]:
-    """Posterior means and sds of the Laplace approximation at ``mode`` (flat order).
+def laplace_summary(x, y, mode: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Posterior means and sds of the Laplace approximation at ``mode`` (flat order;
+    :func:`subsample_mcmc.kernels.laplace.laplace_approximation`).
 
     At large N the logistic-regression posterior is very nearly Gaussian (its skewness
     is O(N^{-1/2})), so this is a cheap cross-check of the NUTS reference.
     """
     theta = jnp.concatenate([mode["w"], jnp.atleast_1d(mode["b"])])
-    _, hess = jax.jit(_neg_log_post_parts)(theta, x, y)
-    cov = np.linalg.inv(-np.asarray(hess, np.float64))
+    hess = jax.jit(jax.hessian(log_posterior))(theta, x, y)
+    la = laplace_approximation(theta, hess)
+    cov = np.asarray(la.scale_tril, np.float64) @ np.asarray(la.scale_tril, np.float64).T
     return np.asarray(theta, np.float64), np.sqrt(np.diag(cov))
 
 

@@ -21,7 +21,7 @@ __all__ = ["discrete_gibbs_step"]
 def discrete_gibbs_step(
     key: jax.Array,
     log_prior: jax.Array,
-    log_likelihood_fn: Callable[[jax.Array], jax.Array],
+    reward_fn: Callable[[jax.Array], jax.Array],
     population_size: int,
     **race_options,
 ):
@@ -29,11 +29,12 @@ def discrete_gibbs_step(
 
     Args:
         log_prior: ``[D]`` non-data log factor of each support value.
-        log_likelihood_fn: ``indices -> [D, len(indices)]`` per-datum log-likelihoods.
+        reward_fn: ``indices -> [D, len(indices)]`` the arms' rewards, per-datum
+            log-likelihoods at each support value.
         population_size: N.
 
     Returns:
         :class:`~subsample_mcmc.racing.DiscreteSample` (``value`` is the support index).
     """
-    return sample_discrete(key, log_prior, log_likelihood_fn, population_size=population_size,
+    return sample_discrete(key, log_prior, reward_fn, population_size=population_size,
                            **race_options)

@@ -70,7 +70,7 @@ def init(position: jax.Array, log_likelihood_sum=None) -> MHState:
 
 def racing_mh_accept(
     key: jax.Array,
-    log_likelihood_fn: Callable[[jax.Array], jax.Array],
+    reward_fn: Callable[[jax.Array], jax.Array],
     population_size: int,
     log_prior_current: jax.Array,
     log_prior_proposal: jax.Array,
@@ -82,8 +82,8 @@ def racing_mh_accept(
 
     Args:
         key: PRNG key (the uniform ``u`` and the race's reading order).
-        log_likelihood_fn: ``indices -> [2, len(indices)]`` per-datum log-likelihoods at
-            ``(x, x')`` -- row 0 the current point, row 1 the proposal.
+        reward_fn: ``indices -> [2, len(indices)]`` the arms' rewards, per-datum
+            log-likelihoods at ``(x, x')`` -- row 0 the current point, row 1 the proposal.
         population_size: N.
         log_prior_current, log_prior_proposal: ``log p(x)``, ``log p(x')`` (including
             any Jacobian of the parameterisation).
@@ -100,7 +100,7 @@ def racing_mh_accept(
     n = population_size
     offsets = jnp.stack([log_u + log_prior_current + log_q_forward,
                          log_prior_proposal + log_q_backward]) / n
-    race = best_arm(key_race, log_likelihood_fn, num_arms=2, population_size=n,
+    race = best_arm(key_race, reward_fn, num_arms=2, population_size=n,
                     arm_offset=offsets.astype(jnp.float32), **race_options)
     return race.arm == 1, race
 
