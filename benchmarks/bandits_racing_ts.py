@@ -11,9 +11,11 @@ policies' prior is the true one, ``prior_sd = preference_sd``), horizon T.  Poli
 * Laplace-TS (:mod:`subsample_mcmc.bandits.laplace`), uniform play (analytic).
 
 Regrets are on the same problems (paired differences with their standard errors).
-Cost: per-round race likelihood evaluations (both arms of each MH test, padding of the
-static race population included) against the history length n, binned, next to the
-``2 n`` per step of exact MH.
+Cost: per-round likelihood evaluations of the MH steps (``MHInfo.num_likelihood_evals``
+of :func:`subsample_mcmc.kernels.mh.build_kernel`: both arms of each race, padding of the
+static race population included; the exact chain reads the padded population once per
+step, its current sum cached, and once more at a round's first step) against the
+history length n, binned, next to the ``2 n`` per step of exact MH without that cache.
 
     nice -n 10 .venv/bin/python benchmarks/bandits_racing_ts.py [--horizon 1000 --problems 100]
 

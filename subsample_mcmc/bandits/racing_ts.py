@@ -6,15 +6,17 @@ prior ``z ~ N(0, s0^2 I)``.  After ``n`` rounds with history ``(x_i, y_i)_{i<n}`
 posterior is
 
 .. math::  \pi_n(z) \propto \exp\Big(-\frac{|z|^2}{2 s_0^2} + \sum_{i<n} l_i(z)\Big),
-           \qquad l_i(z) = y_i\, x_i^T z - \log(1 + e^{x_i^T z}).
+           \qquad l_i(z) = y_i\, x_i^T z - \log(1 + e^{x_i^T z})
 
-Thompson sampling plays ``argmax_a x_a^T z`` with ``z ~ pi_n`` (Sec. 4 of Karbasi et
-al.; the logits have the same argmax as the success probabilities).  This posterior
-draws ``z`` from a Markov chain instead of exactly: after each reward, ``steps`` racing
-MH transitions (:func:`subsample_mcmc.kernels.mh.racing_mh_step`, the two-arm race of
-Eq. 12 of Chen & Ghahramani), warm-started at the previous draw, target ``pi_n``.  The
-race decides each accept/reject from a fraction of the history, so the likelihood
-evaluations per decision grow sublinearly in ``n`` (exact MH reads ``2 n`` per step).
+(:func:`~.laplace.logistic_log_likelihood`).  Thompson sampling plays
+``argmax_a x_a^T z`` with ``z ~ pi_n`` (Sec. 4 of Karbasi et al.; the logits have the
+same argmax as the success probabilities).  This posterior draws ``z`` from a Markov
+chain instead of exactly: after each reward, ``steps`` racing MH transitions
+(:func:`subsample_mcmc.kernels.mh.build_kernel`, the two-arm race of Eq. 12 of Chen &
+Ghahramani), warm-started at the previous draw, target ``pi_n``.  The race decides each
+accept/reject from a fraction of the history, so the likelihood evaluations per
+decision grow sublinearly in ``n`` (exact MH reads ``n`` per step with the current
+sum cached, ``2 n`` without).
 
 Static shapes (jit/vmap): the history is a ``[T, d]`` buffer with a count ``n``.  The
 race population must be static, so the buffer is raced in *levels*: population sizes
@@ -28,17 +30,23 @@ the counts reported, which are those of the branch taken.
 Control variate and preconditioner: a second-order Taylor proxy (Bardenet et al.
 2017; :mod:`subsample_mcmc.kernels.proxy`) ``h_i(z) = l_i(\hat z) + g_i^T D +
 \tfrac12 D^T H_i D``, ``D = z - \hat z``, whose sums ``G = sum g_i`` and ``H = sum
-H_i`` are updated in O(d^2) per round; the reference ``\hat z`` is moved to the
-current draw (and ``G, H`` recomputed, ``n`` evaluations) whenever ``n`` reaches a
-power of two, i.e. O(1) evaluations per round amortised.  With ``proxy=True`` the race
-reads the residuals ``l_i - h_i``.  The proposal is preconditioned by the Laplace-type
-covariance ``Sigma = (I / s0^2 - H)^{-1}``: ``inverse_mass_diag = diag(Sigma)`` and
-``step_size = step_scale`` (random walk: ``x' = x + eps Sigma_diag^{1/2} xi``, Eq. of
-:func:`~subsample_mcmc.kernels.mh.gaussian_random_walk`).
+H_i`` are updated in O(d^2) per round (autodiff of ``l_i`` through
+:func:`~subsample_mcmc.kernels.proxy.taylor_proxy`); the reference ``\hat z`` is moved
+to the current draw (and ``G, H`` recomputed, ``n`` evaluations) whenever ``n``
+reaches a power of two, i.e. O(1) evaluations per round amortised.  With
+``proxy=True`` the race reads the residuals ``l_i - h_i``.  The proposal is
+preconditioned by the Laplace-type covariance at the reference
+(:func:`~subsample_mcmc.kernels.laplace.laplace_approximation` with the Hessian
+``nabla^2 log p(\hat z) + H = -I / s_0^2 + H``)
 
-State counters ``mh_evals`` (race reads, both arms, padding included: an upper bound
-on the data read), ``proxy_evals`` and ``accepted`` let a benchmark report the cost per
-round against ``n``.
+.. math::  \Sigma = (I / s_0^2 - H)^{-1}:
+
+``inverse_mass_matrix = diag(Sigma)`` and ``step_size = step_scale`` (random walk:
+``x' = x + eps Sigma_diag^{1/2} xi``, :func:`~subsample_mcmc.kernels.proposals.random_walk`).
+
+State counters ``mh_evals`` (what the MH steps computed, both arms, padding included:
+an upper bound on the data read), ``proxy_evals`` and ``accepted`` let a benchmark
+report the cost per round against ``n``.
 """
 
 from __future__ import annotations
@@ -50,8 +58,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..kernels.mh import racing_mh_step
-from ..kernels.proxy import TaylorProxy
+from ..kernels import mh
+from ..kernels.laplace import laplace_approximation
+from ..kernels.proposals import PROPOSALS
+from ..kernels.proxy import TaylorProxy, taylor_proxy
+from ..racing import METHODS
+from .laplace import log_prior, logistic_log_likelihood
 from .thompson import Posterior, thompson_sampling
 
 __all__ = ["RacingLogisticState", "racing_logistic_posterior", "ts_racing",
@@ -59,7 +71,10 @@ __all__ = ["RacingLogisticState", "racing_logistic_posterior", "ts_racing",
            "mh_transitions", "episode_costs"]
 
 _MIN_LEVEL = 64
-METHODS = ("normal", "normal_union", "exact")
+#: the methods of :data:`subsample_mcmc.racing.METHODS` this posterior accepts: not
+#: ``"ebs"`` / ``"lil_ucb"``, which need the range of the rewards (unknown for
+#: log-likelihood differences)
+_SUPPORTED_METHODS = tuple(m for m in METHODS if m in ("normal", "normal_union", "exact"))
 _TRANSITIONS = {}
 
 
@@ -72,7 +87,7 @@ class RacingLogisticState(NamedTuple):
     grad_sum: jax.Array     # [d] G = sum_i grad l_i(z_hat)
     hess_sum: jax.Array     # [d, d] H = sum_i hess l_i(z_hat)
     refresh_at: jax.Array   # next n at which z_hat moves (powers of two)
-    mh_evals: jax.Array     # cumulative race likelihood evaluations (both arms, padded)
+    mh_evals: jax.Array     # cumulative MH likelihood evaluations (both arms, padded)
     proxy_evals: jax.Array  # cumulative per-datum evaluations spent on G, H
     accepted: jax.Array     # cumulative accepted MH moves
     steps_done: jax.Array   # cumulative MH transitions
@@ -81,7 +96,18 @@ class RacingLogisticState(NamedTuple):
 def population_levels(horizon: int, min_level: int = _MIN_LEVEL) -> tuple:
     """Static race populations ``P_j = min(2^j, T)``, ``P_0 = min(2^ceil(log2 m), T)``
     with ``m = min_level``; the chain at count ``n`` races over the smallest
-    ``P_j >= n`` (at most half of it empty)."""
+    ``P_j >= n`` (at most half of it empty).
+
+    Args:
+        horizon: ``T``, the buffer length (>= 2).
+        min_level: ``m`` (>= 2).
+
+    Returns:
+        The increasing tuple of the ``P_j``, the last one ``T``.
+
+    Raises:
+        ValueError: ``horizon < 2`` or ``min_level < 2``.
+    """
     horizon = int(horizon)
     if horizon < 2:
         raise ValueError(f"horizon must be >= 2 for a racing posterior, got {horizon}")
@@ -95,74 +121,52 @@ def population_levels(horizon: int, min_level: int = _MIN_LEVEL) -> tuple:
     return tuple(levels)
 
 
-def logistic_log_likelihood(features, rewards, count):
-    r"""Per-datum ``l_i(z) = m_i (y_i x_i^T z - log(1 + exp(x_i^T z)))`` with the mask
-    ``m_i = 1[i < n]``, as ``(z, indices) -> [len(indices)]`` (the signature of
-    :func:`~subsample_mcmc.kernels.mh.racing_mh_step`)."""
-
-    def log_lik(z, idx):
-        s = features[idx] @ z
-        mask = (idx < count).astype(s.dtype)
-        return mask * (rewards[idx] * s - jax.nn.softplus(s))
-
-    return log_lik
+def _sums(features, rewards, count, reference):
+    """``(G, H)`` of the history buffer at ``reference`` (autodiff of the masked
+    :func:`~.laplace.logistic_log_likelihood`, :func:`~subsample_mcmc.kernels.proxy.taylor_proxy`:
+    one pass over the ``T`` slots)."""
+    proxy = taylor_proxy(logistic_log_likelihood(features, rewards, count), reference, rewards.shape[0])
+    return proxy.grad_sum, proxy.hess_sum
 
 
-def _datum_derivatives(x, y, z):
-    """``g_i = (y_i - sigma_i) x_i``, ``H_i = -sigma_i (1 - sigma_i) x_i x_i^T`` at z."""
-    s = jax.nn.sigmoid(x @ z)
-    return (y - s) * x, -(s * (1.0 - s)) * jnp.outer(x, x)
-
-
-def _proxy_sums(state, reference):
-    mask = (jnp.arange(state.rewards.shape[0]) < state.count).astype(jnp.float32)
-    s = jax.nn.sigmoid(state.features @ reference)
-    g = (state.features * (mask * (state.rewards - s))[:, None]).sum(0)
-    w = mask * s * (1.0 - s)
-    h = -(state.features * w[:, None]).T @ state.features
-    return g, h
-
-
-def _preconditioner(prior_sd, state):
-    d = state.z.shape[0]
-    precision = jnp.eye(d) / prior_sd ** 2 - state.hess_sum
-    cov = jnp.linalg.inv(precision)
-    return jnp.clip(jnp.diag(cov), 1e-8, prior_sd ** 2)
+def _inverse_mass(prior_sd, state):
+    r"""``diag(Sigma)``, ``Sigma = (I / s_0^2 - H)^{-1}``: the covariance of the Laplace
+    approximation (:func:`~subsample_mcmc.kernels.laplace.laplace_approximation`) whose
+    Hessian at the reference is that of the log prior plus the proxy's ``H``."""
+    hessian = jax.hessian(log_prior(prior_sd))(state.reference) + state.hess_sum
+    scale_tril = laplace_approximation(state.reference, hessian).scale_tril
+    return jnp.sum(scale_tril * scale_tril, axis=1)
 
 
 @functools.lru_cache(maxsize=None)
 def _transition_fn(levels, steps, proposal, use_proxy, method, delta, grad_batch_size):
     """``(params, state, key) -> state``: ``steps`` racing MH moves on the current
     history, in the ``lax.switch`` branch of the smallest level >= n."""
-    race = {} if method == "normal" else {"method": method}
-    if method not in ("exact",):
-        race["delta"] = delta
+    race = {} if method == "exact" else {"delta": delta}
 
     def branch(population):
+        kernel = mh.build_kernel(proposal, method=method, grad_batch_size=min(grad_batch_size, population),
+                                 **race)
+
         def run(params, state, key):
             prior_sd, step_scale = params[0], params[1]
             feats, ys = state.features[:population], state.rewards[:population]
             log_lik = logistic_log_likelihood(feats, ys, state.count)
             proxy = TaylorProxy(state.reference, state.grad_sum, state.hess_sum) \
                 if use_proxy else None
-            minv = _preconditioner(prior_sd, state)
-
-            def log_prior(z):
-                return -0.5 * jnp.sum(z * z) / prior_sd ** 2
+            minv = _inverse_mass(prior_sd, state)
+            log_p = log_prior(prior_sd)
 
             def one(carry, k):
-                z, evals, acc = carry
-                z, info = racing_mh_step(
-                    k, z, log_prior_fn=log_prior, log_likelihood_fn=log_lik,
-                    population_size=population, step_size=step_scale, proposal=proposal,
-                    inverse_mass_matrix=minv, grad_batch_size=min(grad_batch_size, population),
-                    proxy=proxy, **race)
-                return (z, evals + info.num_likelihood_evals.astype(jnp.float32),
+                mh_state, evals, acc = carry
+                mh_state, info = kernel(k, mh_state, log_p, log_lik, population, step_scale,
+                                        inverse_mass_matrix=minv, proxy=proxy)
+                return (mh_state, evals + info.num_likelihood_evals.astype(jnp.float32),
                         acc + info.accepted.astype(jnp.float32)), None
 
-            (z, evals, acc), _ = jax.lax.scan(one, (state.z, jnp.float32(0), jnp.float32(0)),
-                                              jax.random.split(key, steps))
-            return z, evals, acc
+            (mh_state, evals, acc), _ = jax.lax.scan(
+                one, (mh.init(state.z), jnp.float32(0), jnp.float32(0)), jax.random.split(key, steps))
+            return mh_state.position, evals, acc
 
         return run
 
@@ -180,21 +184,32 @@ def _transition_fn(levels, steps, proposal, use_proxy, method, delta, grad_batch
 
 
 def add_observation(state: RacingLogisticState, x, y) -> RacingLogisticState:
-    r"""Append ``(x, y)`` to the history (slot ``n``) and update the proxy sums:
-    ``G += (y - sigma(x^T z_hat)) x``, ``H -= sigma (1 - sigma) x x^T`` (one evaluation);
-    when the new ``n`` reaches ``refresh_at`` (1, 2, 4, ...), move ``z_hat`` to the
-    current draw and recompute ``G, H`` over the history (``n`` evaluations, O(1) per
-    round amortised).  The first half of a round's ``update``; no MH move."""
+    r"""Append ``(x, y)`` to the history (slot ``n``) and update the proxy sums,
+    ``G += g_n(\hat z)``, ``H += H_n(\hat z)`` (one evaluation, autodiff of
+    :func:`~.laplace.logistic_log_likelihood` through
+    :func:`~subsample_mcmc.kernels.proxy.taylor_proxy`); when the new ``n`` reaches
+    ``refresh_at`` (1, 2, 4, ...), move ``\hat z`` to the current draw and recompute
+    ``G, H`` over the history (``n`` evaluations, O(1) per round amortised).  The first
+    half of a round's ``update``; no MH move.
+
+    Args:
+        state: the posterior state.
+        x: ``[d]`` attributes of the arm played.
+        y: its reward, 0 or 1.
+
+    Returns:
+        The state with ``n + 1`` data.
+    """
     i = state.count
     x = jnp.asarray(x, jnp.float32)
     y = jnp.asarray(y, jnp.float32)
-    g, h = _datum_derivatives(x, y, state.reference)
+    g, h = _sums(x[None], y[None], 1, state.reference)
     state = state._replace(features=state.features.at[i].set(x),
                            rewards=state.rewards.at[i].set(y), count=i + 1,
                            grad_sum=state.grad_sum + g, hess_sum=state.hess_sum + h,
                            proxy_evals=state.proxy_evals + 1.0)
     refresh = state.count >= state.refresh_at
-    g_new, h_new = _proxy_sums(state, state.z)
+    g_new, h_new = _sums(state.features, state.rewards, state.count, state.z)
     return state._replace(
         reference=jnp.where(refresh, state.z, state.reference),
         grad_sum=jnp.where(refresh, g_new, state.grad_sum),
@@ -206,7 +221,20 @@ def add_observation(state: RacingLogisticState, x, y) -> RacingLogisticState:
 def mh_transitions(posterior: Posterior, params, state: RacingLogisticState, key):
     """Run one round's ``steps`` racing MH transitions on ``state``'s history (no new
     datum): the chain of :func:`racing_logistic_posterior` as a stand-alone sampler,
-    e.g. to check its draws against a reference posterior on a fixed history."""
+    e.g. to check its draws against a reference posterior on a fixed history.
+
+    Args:
+        posterior: a posterior made by :func:`racing_logistic_posterior`.
+        params: ``(prior_sd, step_scale)``.
+        state: the posterior state (history, chain position, proxy).
+        key: PRNG key of the round.
+
+    Returns:
+        The state after the ``steps`` transitions (counters updated).
+
+    Raises:
+        ValueError: ``posterior`` was not made by :func:`racing_logistic_posterior`.
+    """
     if posterior not in _TRANSITIONS:
         raise ValueError("posterior must come from racing_logistic_posterior")
     return _TRANSITIONS[posterior](params, state, key)
@@ -259,28 +287,38 @@ def racing_logistic_posterior(steps: int = 3, proposal: str = "random_walk",
 
     Args:
         steps: MH transitions per round (each after appending the round's reward).
-        proposal: ``"random_walk"`` or ``"langevin"`` (mini-batch gradient of
-            ``grad_batch_size`` data, with the proxy's exact gradient as control variate
-            when ``proxy``), preconditioned by ``diag((I/s0^2 - H)^{-1})``.
+        proposal: ``"random_walk"`` or ``"langevin"``
+            (:data:`~subsample_mcmc.kernels.proposals.PROPOSALS`; Langevin reads the
+            mini-batch gradient of ``grad_batch_size`` data, with the proxy's exact
+            gradient as control variate when ``proxy``), preconditioned by
+            ``diag((I/s0^2 - H)^{-1})``.
         proxy: race the residuals ``l_i - h_i`` of the Taylor proxy (recommended: the
             residuals are O(|D|^3), so a race stops at its first mini-batch).
-        method: the race's bound (``"normal"``, ``"normal_union"``, ``"ebs"``) or
-            ``"exact"`` (read every datum: exact MH, the reference chain).
+        method: the race's bound, ``"normal"`` or ``"normal_union"``, or ``"exact"``
+            (exact MH on every datum, the reference chain: ``P_j`` evaluations per
+            step, plus ``P_j`` at the round's first step, whose current sum is not
+            known); the names of :data:`subsample_mcmc.racing.METHODS` (``"ebs"`` and
+            ``"lil_ucb"`` need the rewards' range, unknown here).
         delta: the race's error level per MH decision, in (0, 0.5).
         grad_batch_size: Langevin mini-batch size.
         min_level: the smallest race population ``P_0`` (:func:`population_levels`);
             fewer levels compile faster and, under ``vmap``, evaluate fewer branches,
             at the price of more padding while ``n < P_0``.
 
+    Returns:
+        A :class:`~.thompson.Posterior` (cached: equal arguments give the same object,
+        so its compiled programs are shared).
+
     Raises:
         ValueError: naming the argument out of range.
     """
     if isinstance(steps, bool) or int(steps) != steps or steps < 1:
         raise ValueError(f"steps must be a positive integer, got {steps!r}")
-    if proposal not in ("random_walk", "langevin"):
+    if proposal not in PROPOSALS:
         raise ValueError(f"proposal must be 'random_walk' or 'langevin', got {proposal!r}")
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if method not in _SUPPORTED_METHODS:
+        raise ValueError(f"method must be one of {_SUPPORTED_METHODS} (of subsample_mcmc.racing.METHODS; "
+                         f"'ebs' and 'lil_ucb' need a reward range), got {method!r}")
     if not 0.0 < float(delta) < 0.5:
         raise ValueError(f"delta must lie in (0, 0.5), got {delta}")
     if int(grad_batch_size) < 1:
@@ -294,8 +332,21 @@ def racing_logistic_posterior(steps: int = 3, proposal: str = "random_walk",
 def ts_racing(prior_sd: float = 1.0, step_scale: float = 1.2, steps: int = 3,
               proposal: str = "random_walk", proxy: bool = True, method: str = "normal",
               delta: float = 0.05, min_level: int = _MIN_LEVEL):
-    """Thompson sampling for the logistic bandit with RacingMH posterior draws
-    (:func:`racing_logistic_posterior`); ``method="exact"`` gives the exact-MH chain."""
+    """Thompson sampling for the logistic bandit with RacingMH posterior draws.
+
+    Args:
+        prior_sd: ``s_0`` (default parameter of the policy).
+        step_scale: the random walk's or Langevin move's ``eps`` (default parameter).
+        steps, proposal, proxy, method, delta, min_level: as in
+            :func:`racing_logistic_posterior`; ``method="exact"`` gives the exact-MH
+            chain.
+
+    Returns:
+        A :class:`~.base.Policy` (:func:`~.thompson.thompson_sampling`).
+
+    Raises:
+        ValueError: naming the argument out of range.
+    """
     if not prior_sd > 0:
         raise ValueError(f"prior_sd must be > 0, got {prior_sd}")
     if not step_scale > 0:
@@ -307,11 +358,24 @@ def ts_racing(prior_sd: float = 1.0, step_scale: float = 1.2, steps: int = 3,
 
 def episode_costs(policy, env, horizon: int, key, params=None):
     r"""Run one episode of a :func:`ts_racing` policy (the same keys as
-    :func:`~.simulate.run_episode`) and return per-round arrays ``[T]``: ``regret``
-    (``mu* - mu_{a_t}``), ``mh_evals`` (race likelihood evaluations of the round's
-    MH steps, both arms, padding included), ``proxy_evals`` (evaluations spent on the
-    proxy sums), ``accepted`` (MH moves accepted) and ``history`` (``n`` after the round).
-    ``vmap`` it over keys for many problems."""
+    :func:`~.simulate.run_episode`); ``vmap`` it over keys for many problems.
+
+    Args:
+        policy: a :func:`ts_racing` policy.
+        env: a logistic bandit environment (:func:`~.environments.logistic_bernoulli`).
+        horizon: ``T``.
+        key: the episode's PRNG key.
+        params: the policy's parameters (default: its defaults).
+
+    Returns:
+        Per-round arrays ``[T]``: ``regret`` (``mu* - mu_{a_t}``), ``mh_evals``
+        (likelihood evaluations of the round's MH steps, ``MHInfo.num_likelihood_evals``:
+        both arms, padding included), ``proxy_evals`` (evaluations spent on the proxy
+        sums), ``accepted`` (MH moves accepted) and ``history`` (``n`` after the round).
+
+    Raises:
+        ValueError: ``policy`` is not a :func:`ts_racing` policy.
+    """
     from .simulate import episode_keys, play_round
 
     params = policy.default_params if params is None else params

@@ -32,30 +32,50 @@ def test_epoch_structure_and_schedule():
         c += 1
 
 
-def test_phase_two_arm_is_the_logistic_estimate():
-    env = E.logistic_bernoulli(6, 2)
-    problem = env.sample_problem(jax.random.PRNGKey(3))
-    x = problem.actions
+@pytest.mark.parametrize("phase_one", [
+    [(1.0, 1.0), (1.0, 0.0), (0.0, 0.0)],    # p = (1, 1), (1, 1/2): bad by p < 1 only
+    [(0.0, 0.0), (1.0, 0.0), (1.0, 1.0)],    # p = (0, 0), (1/2, 0): bad by p > 0 only
+], ids=["upper", "lower"])
+def test_phase_two_arm_is_the_logistic_estimate(phase_one):
+    """Phase-1 rewards chosen by hand make epochs 1 and 2 bad (some ``p_i`` is 1, or some
+    is 0: the exploration arm with the best ``p`` is exploited) and epoch 3 certainly
+    good (``p = (2/3, 1/3)``); its phase 2 must then play ``argmax_a x_a^T z_hat`` with
+    ``z_hat = X_B^{-1} logit(p)`` (Remark II.1), which for these attributes is neither
+    an exploration arm (the bad-epoch fallback) nor the arm that ``p`` in place of
+    ``logit(p)`` would pick."""
+    x = jnp.array([[2.0, 0.0], [0.0, 1.8], [1.0, -1.0], [-1.0, 1.0], [1.2, -1.5]])
+    basis = np.asarray(tp.exploration_arms(x, 2))
+    np.testing.assert_array_equal(basis, [0, 1])
+    p = np.array([2 / 3, 1 / 3])
+    z_hat = np.linalg.solve(np.asarray(x)[basis], np.log(p / (1 - p)))
+    expected = int(np.argmax(np.asarray(x) @ z_hat))
+    assert expected == 4
+    linear_in_p = int(np.argmax(np.asarray(x) @ np.linalg.solve(np.asarray(x)[basis], p)))
+    assert expected not in basis and expected != linear_in_p
+
     policy = tp.two_phase(0.5)
     params = (jnp.float32(0.5),)
-    state = policy.init(params, None, BanditSpec(6, 100, 2))
-    # two epochs' worth of phase-1 rewards chosen by hand: arm 0 -> (1, 0), arm 1 -> (1, 1)
-    rewards = {1: [1.0, 1.0], 2: [0.0, 1.0]}
+    select, update = jax.jit(policy.select), jax.jit(policy.update)
+    state = policy.init(params, None, BanditSpec(5, 100, 2))
     t = 1
-    for c in (1, 2):
-        for r in rewards[c]:
-            arm = policy.select(params, state, None, t, x)
-            state = policy.update(params, state, None, t, arm, jnp.float32(r), x)
+    for epoch, phase1 in enumerate(phase_one, start=1):
+        assert int(state.epoch) == epoch and int(state.position) == 0
+        for i, r in enumerate(phase1):
+            arm = select(params, state, None, t, x)
+            assert int(arm) == basis[i]
+            state = update(params, state, None, t, arm, jnp.float32(r), x)
             t += 1
-        if c == 1:   # bad epoch (p = 1, 1): the arm with the best p is exploited
-            assert int(state.good_epochs) == 0
-            while int(state.position) == 2:
-                arm = policy.select(params, state, None, t, x)
-                state = policy.update(params, state, None, t, arm, jnp.float32(0.0), x)
-                t += 1
-    p = np.array([0.5, 1.0 - 1e-6])
-    z = np.linalg.solve(np.asarray(x[:2]), np.log(p / (1 - p)))
-    assert int(state.good_epochs) == 0 or int(state.exploit) == int(np.argmax(np.asarray(x) @ z))
+        good = epoch == 3
+        assert int(state.good_epochs) == int(good)
+        assert int(state.exploit) == (expected if good else basis[0])
+        pulls = int(state.remaining)
+        assert pulls == int(tp.phase_two_length(epoch, 0.5)) >= 1
+        for _ in range(pulls):          # phase 2 plays the exploited arm; its rewards are not used
+            arm = select(params, state, None, t, x)
+            assert int(arm) == int(state.exploit)
+            state = update(params, state, None, t, arm, jnp.float32(1.0), x)
+            t += 1
+    np.testing.assert_allclose(np.asarray(state.successes), [2.0, 1.0])
 
 
 @pytest.mark.slow
