@@ -2,7 +2,7 @@
 
 One run, one machine, the same simulated data for every method: d = 10 covariates
 plus an intercept, N in ``--sizes`` (default 1e5 and 1e6).  Methods
-(:data:`experiments.logistic.METHODS`):
+(:data:`experiments.logistic.SAMPLERS`):
 
 * ``nuts``: NumPyro NUTS on the full data;
 * ``hmcecs``: NumPyro HMCECS (NUTS inner kernel, subsample size 1000, 100 blocks) with
@@ -151,7 +151,7 @@ def run_method(method, data, mode, ref_stats, laplace, sizes, seed, map_seconds)
     evals = L.likelihood_evals_per_iteration(method, r.extra_steady, n, subsample_size=SUBSAMPLE_SIZE,
                                              num_blocks=NUM_BLOCKS)
     out = {
-        "method": method, "description": L.METHODS[method], "n": n,
+        "method": method, "description": L.SAMPLERS[method], "n": n,
         "num_warmup": warmup, "num_samples": samples, "num_steady": steady,
         "map_seconds_added": extra_map,
         "warmup_seconds": r.warmup_seconds, "sampling_seconds": r.sampling_seconds,
@@ -324,7 +324,7 @@ def main(argv=None):
     ap.add_argument("--sizes", type=float, nargs="+", default=[1e5, 1e6])
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON path; the .md goes next to it")
     ap.add_argument("--quick", action="store_true", help="tiny smoke run (N = 5000, few draws)")
-    ap.add_argument("--methods", nargs="+", default=list(L.METHODS), choices=list(L.METHODS))
+    ap.add_argument("--methods", nargs="+", default=list(L.SAMPLERS), choices=list(L.SAMPLERS))
     ap.add_argument("--d", type=int, default=10)
     ap.add_argument("--retime-rounds", type=int, default=None,
                     help="extra interleaved executions of every steady continuation (default 4; quick 1)")

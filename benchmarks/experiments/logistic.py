@@ -11,7 +11,7 @@ Shared by ``benchmarks/logistic_regression.py`` and
 * :func:`map_estimate` -- full-data Newton (the reference point of the Taylor proxies)
   and :func:`laplace_summary` (a cheap cross-check of the posterior), both on the
   package's one Laplace home (:mod:`subsample_mcmc.kernels.laplace`);
-* :func:`make_kernel` -- the compared samplers by name (:data:`METHODS`);
+* :func:`make_kernel` -- the compared samplers by name (:data:`SAMPLERS`);
 * :func:`timed_run` -- the timing protocol: ``warmup`` then ``run`` (end to end, compile
   included) and a continuation run of the same length from ``last_state`` (steady
   state: the compiled loop is reused, so no compilation is timed);
@@ -42,7 +42,7 @@ from subsample_mcmc.kernels.laplace import fit_laplace, laplace_approximation
 __all__ = [
     "LogisticData", "simulate", "logistic_model", "logistic_model_ecs", "PRIOR_W_SCALE",
     "PRIOR_B_SCALE", "param_names", "flatten_samples", "map_estimate", "laplace_summary", "log_posterior",
-    "METHODS", "make_kernel", "model_for", "extra_fields_for", "model_args_for", "timed_run",
+    "SAMPLERS", "make_kernel", "model_for", "extra_fields_for", "model_args_for", "timed_run",
     "TimedRun", "steady_state_run", "mean_sd_mcse", "notebook_config", "compare_means",
     "figure_mean_comparison", "figure_cost_vs_n", "benchmark_points", "figure_autocorr",
     "likelihood_evals_per_iteration", "ess_summary", "compare_to_reference", "to_idata",
@@ -144,7 +144,7 @@ def laplace_summary(x, y, mode: dict) -> tuple[np.ndarray, np.ndarray]:
 
 # -- the compared samplers ------------------------------------------------------------------
 #: name -> description (used in tables)
-METHODS = {
+SAMPLERS = {
     "nuts": "NumPyro NUTS, full data",
     "hmcecs": "NumPyro HMCECS (NUTS inner), Taylor proxy at the MAP",
     "racing_rw": "RacingMH random walk, no control variate",
@@ -161,7 +161,7 @@ def model_for(method: str):
 
 def make_kernel(method: str, *, reference: Optional[dict] = None, num_blocks: int = 100,
                 racing_options: Optional[dict] = None):
-    """A fresh kernel for ``method`` (a key of :data:`METHODS`).
+    """A fresh kernel for ``method`` (a key of :data:`SAMPLERS`).
 
     Args:
         reference: MAP ``{"w", "b"}`` for HMCECS's ``taylor_proxy`` (required for
@@ -185,7 +185,7 @@ def make_kernel(method: str, *, reference: Optional[dict] = None, num_blocks: in
         proposal = "langevin" if "langevin" in method else "random_walk"
         cv = "taylor" if method.endswith("_taylor") else None
         return RacingMH(logistic_model, proposal=proposal, control_variate=cv, **racing_options)
-    raise ValueError(f"unknown method {method!r}; choose from {list(METHODS)}")
+    raise ValueError(f"unknown method {method!r}; choose from {list(SAMPLERS)}")
 
 
 def extra_fields_for(method: str) -> tuple:

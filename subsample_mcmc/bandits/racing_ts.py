@@ -293,7 +293,7 @@ def racing_logistic_posterior(steps: int = 3, proposal: str = "random_walk",
             gradient as control variate when ``proxy``), preconditioned by
             ``diag((I/s0^2 - H)^{-1})``.
         proxy: race the residuals ``l_i - h_i`` of the Taylor proxy (recommended: the
-            residuals are O(|D|^3), so a race stops at its first mini-batch).
+            residuals are ``O(|D|^3)``, so a race stops at its first mini-batch).
         method: the race's bound, ``"normal"`` or ``"normal_union"``, or ``"exact"``
             (exact MH on every datum, the reference chain: ``P_j`` evaluations per
             step, plus ``P_j`` at the round's first step, whose current sum is not

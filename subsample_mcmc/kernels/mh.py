@@ -33,8 +33,7 @@ import jax
 import jax.numpy as jnp
 
 from ..racing import best_arm
-from ..racing.race import RaceResult
-from ..racing.race import run_at_most_once as _run_at_most_once  # TODO(lead): private name
+from ..racing.race import RaceResult, _run_at_most_once
 from .gradients import gradient_estimator, random_batch
 from .laplace import log_density_sum
 from .proposals import Proposal, get_proposal

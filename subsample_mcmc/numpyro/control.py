@@ -4,7 +4,7 @@ The paper's control variate expands each arm's per-datum log-likelihood to secon
 order *in data space* around per-bin reference points
 (:func:`~subsample_mcmc.racing.taylor_control_variate`).  A NumPyro model does not
 expose its likelihood as a function of a datum, so the user states it once:
-``log_likelihood_fn(values, y)`` returns ``log p(y | values)`` for one datum
+``datum_log_likelihood_fn(values, y)`` returns ``log p(y | values)`` for one datum
 ``y = data[n]`` (a row of the array the bins are built on, which may stack a response
 with its covariates or lags, e.g. ``z_t = (r_t, alpha_0 + alpha^T r_{t-q:t-1})``
 for ARCH).  The kernels check at ``init`` that it agrees with the model on a few
@@ -28,7 +28,7 @@ class DataSpaceControlVariate:
     """A data-space Taylor control variate for :class:`RacingGibbs` / :class:`RacingMH`.
 
     Args:
-        log_likelihood_fn: ``(values, y) -> log p(y | values)`` for one datum ``y``
+        datum_log_likelihood_fn: ``(values, y) -> log p(y | values)`` for one datum ``y``
             (``values``: the constrained latent values as a dict).
         data: ``[N]`` or ``[N, p]`` array, row ``n`` being datum ``n`` of the data plate.
         num_bins: quantile bins (one reference point each), 100 in App. C.2.
@@ -36,10 +36,10 @@ class DataSpaceControlVariate:
             in every race (0.2 in App. C.2).
     """
 
-    def __init__(self, log_likelihood_fn: Callable, data, *, num_bins: int = 100, exact_fraction: float = 0.0):
-        if not callable(log_likelihood_fn):
-            raise TypeError("log_likelihood_fn must be a function (values, y) -> log p(y | values)")
-        self.log_likelihood_fn = log_likelihood_fn
+    def __init__(self, datum_log_likelihood_fn: Callable, data, *, num_bins: int = 100, exact_fraction: float = 0.0):
+        if not callable(datum_log_likelihood_fn):
+            raise TypeError("datum_log_likelihood_fn must be a function (values, y) -> log p(y | values)")
+        self.datum_log_likelihood_fn = datum_log_likelihood_fn
         self.bins = make_data_bins(data, num_bins=num_bins, exact_fraction=exact_fraction)
 
     @property
@@ -51,7 +51,7 @@ class DataSpaceControlVariate:
 
         ``arm_values`` is a batched dict (leading axis = arms).
         """
-        fn = self.log_likelihood_fn
+        fn = self.datum_log_likelihood_fn
 
         def per_datum(y):
             return jax.vmap(lambda v: fn(v, y))(arm_values)
@@ -69,15 +69,15 @@ class DataSpaceControlVariate:
         self.check(lambda v, idx: subsampler.log_likelihood(v, idx, model_args, model_kwargs), values)
 
     def check(self, model_log_likelihood, values, name: str = "control_variate") -> None:
-        """Raise if ``log_likelihood_fn`` disagrees with the model on a few data points."""
+        """Raise if ``datum_log_likelihood_fn`` disagrees with the model on a few data points."""
         idx = jnp.unique(jnp.linspace(0, self.size - 1, 8).astype(jnp.int32))
-        ours = jax.vmap(lambda y: self.log_likelihood_fn(values, y))(self.bins.data[idx])
+        ours = jax.vmap(lambda y: self.datum_log_likelihood_fn(values, y))(self.bins.data[idx])
         model = model_log_likelihood(values, idx)
         ours, model = np.asarray(ours, np.float64), np.asarray(model, np.float64)
         bad = ~np.isclose(ours, model, rtol=1e-3, atol=1e-3 * (1 + np.abs(model).max()))
         if bad.any():
             i = int(np.argmax(bad))
             raise ValueError(
-                f"{name}.log_likelihood_fn disagrees with the model at data index {int(idx[i])}: "
+                f"{name}.datum_log_likelihood_fn disagrees with the model at data index {int(idx[i])}: "
                 f"{ours[i]:.6g} vs {model[i]:.6g}; it must return log p(data[n] | values) for datum n"
             )

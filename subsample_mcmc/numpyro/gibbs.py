@@ -26,7 +26,7 @@ from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import is_prng_key
 
 from ..racing import METHODS, sample_discrete
-from ..racing.race import run_at_most_once
+from ..racing.race import _run_at_most_once
 from .control import DataSpaceControlVariate
 from .mh import RacingMH
 from .model import ModelSubsampler, full_data_model
@@ -246,13 +246,13 @@ class RacingGibbs(MCMCKernel):
             changed = jnp.any(jnp.stack([jnp.any(discrete[k] != state.z[k]) for k in ms.discrete_sites]))
             refresh_cost = getattr(self.inner_kernel, "refresh_likelihood_evals", 0)
             if cache is None:
-                inner_state = run_at_most_once(
+                inner_state = _run_at_most_once(
                     changed, lambda st: self.inner_kernel.refresh(st, model_args, kw), inner_state)
                 evals = evals + jnp.where(changed, jnp.int32(refresh_cost), jnp.int32(0))
             else:  # a RacingMH proxy: from the cache when this configuration was seen
                 c = self._configuration(discrete)
                 build = changed & ~cached[c]
-                inner_state = run_at_most_once(
+                inner_state = _run_at_most_once(
                     build, lambda st: self.inner_kernel.refresh(st, model_args, kw), inner_state)
                 reuse = changed & cached[c]
                 kept = inner_state._replace(proxy=jax.tree.map(lambda a: a[c], cache),

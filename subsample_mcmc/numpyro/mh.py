@@ -60,7 +60,7 @@ from ..kernels.laplace import adam_ascent, adam_schedule, inverse_mass, last_fin
 from ..kernels.proposals import get_proposal
 from ..kernels.proxy import TaylorProxy, proxy_residual, taylor_proxy
 from ..racing import METHODS
-from ..racing.race import run_at_most_once  # TODO(lead): private name
+from ..racing.race import _run_at_most_once
 from .control import DataSpaceControlVariate
 from .model import ModelSubsampler, PlateIndices
 
@@ -744,8 +744,8 @@ class RacingMH(MCMCKernel):
         if self.race_options["method"] == "exact":  # the exact MH step, current sum cached
             new_flat, ll_sum, info = exact(None)
         elif self.exact_when_cheaper:
-            by_race = run_at_most_once(~state.exact_mode, race, blank)
-            by_exact = run_at_most_once(state.exact_mode, exact, blank)
+            by_race = _run_at_most_once(~state.exact_mode, race, blank)
+            by_exact = _run_at_most_once(state.exact_mode, exact, blank)
             new_flat, ll_sum, info = jax.tree.map(lambda e, r: jnp.where(state.exact_mode, e, r), by_exact, by_race)
         else:
             new_flat, ll_sum, info = race(None)

@@ -218,13 +218,13 @@ class TaylorControlVariate(NamedTuple):
 
 
 def taylor_control_variate(
-    log_likelihood_fn: Callable[[jax.Array], jax.Array],
+    arm_log_likelihood_fn: Callable[[jax.Array], jax.Array],
     bins: DataBins,
     features: Optional[tuple] = None,
 ) -> TaylorControlVariate:
-    """Build the Eq. 11 control variate for ``log_likelihood_fn``.
+    """Build the Eq. 11 control variate for ``arm_log_likelihood_fn``.
 
-    Without ``features``, ``log_likelihood_fn(y) -> [D]`` maps one datum ``y`` (shape
+    Without ``features``, ``arm_log_likelihood_fn(y) -> [D]`` maps one datum ``y`` (shape
     ``[p]``) to the per-arm log-likelihoods ``log p(y | i)``.  With
     ``features=(P, c)`` (``[D, p', p]``, ``[D, p']``), it maps the per-arm features
     ``z`` (shape ``[D, p']``, ``z_i = P_i y + c_i``) to ``[D]``, arm ``i`` depending on
@@ -241,9 +241,9 @@ def taylor_control_variate(
     """
     if features is None:
         ref = bins.reference
-        value = jax.vmap(log_likelihood_fn)(ref)
-        grad = jax.vmap(jax.jacfwd(log_likelihood_fn))(ref)
-        hess = jax.vmap(jax.hessian(log_likelihood_fn))(ref)
+        value = jax.vmap(arm_log_likelihood_fn)(ref)
+        grad = jax.vmap(jax.jacfwd(arm_log_likelihood_fn))(ref)
+        hess = jax.vmap(jax.hessian(arm_log_likelihood_fn))(ref)
         return TaylorControlVariate(bins, value, grad, hess)
     p_mat, shift = (jnp.asarray(a) for a in features)
     if p_mat.ndim != 3 or shift.shape != p_mat.shape[:2] or p_mat.shape[2] != bins.data.shape[1]:
@@ -256,10 +256,10 @@ def taylor_control_variate(
     arms = jnp.arange(p_mat.shape[0])
 
     def one_arm(i, z_i, z_all):
-        return log_likelihood_fn(z_all.at[i].set(z_i))[i]
+        return arm_log_likelihood_fn(z_all.at[i].set(z_i))[i]
 
     def per_bin(z_all):
-        value = log_likelihood_fn(z_all)
+        value = arm_log_likelihood_fn(z_all)
         grad = jax.vmap(lambda i: jax.grad(one_arm, argnums=1)(i, z_all[i], z_all))(arms)
         hess = jax.vmap(lambda i: jax.hessian(one_arm, argnums=1)(i, z_all[i], z_all))(arms)
         return value, grad, hess

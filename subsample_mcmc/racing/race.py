@@ -105,7 +105,6 @@ def _run_at_most_once(pred, fn, operand):
     return lax.while_loop(lambda carry: carry[0], body, (pred, operand))[1]
 
 
-run_at_most_once = _run_at_most_once  # transitional alias
 
 
 class _State(NamedTuple):
