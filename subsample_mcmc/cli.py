@@ -61,6 +61,10 @@ def _arch(args: argparse.Namespace) -> int:
                 simulated_size=args.simulated_size, simulated_order=args.simulated_order, column=args.column,
                 kind=args.kind, bic=not args.no_bic, progress_bar=not args.no_progress,
                 initial_prior=args.initial_prior)
+    except ModuleNotFoundError as err:
+        print(f"subsample-mcmc arch: error: {err.name!r} is not installed; the ARCH job needs the "
+              "models extra: pip install 'subsample_mcmc[models]'", file=sys.stderr)
+        return 2
     except (ValueError, FileNotFoundError, TypeError) as err:
         print(f"subsample-mcmc arch: error: {err}", file=sys.stderr)
         return 2

@@ -33,7 +33,7 @@ class DiscreteSample(NamedTuple):
 def sample_discrete(
     key: jax.Array,
     log_f0: jax.Array,
-    log_fn: Union[jax.Array, Callable[[jax.Array], jax.Array]],
+    rewards: Union[jax.Array, Callable[[jax.Array], jax.Array]],
     *,
     method: str = "normal",
     population_size: Optional[int] = None,
@@ -46,7 +46,7 @@ def sample_discrete(
             The same key gives the same Gumbel noise whatever ``method`` is, so
             ``method="exact"`` is the exact sampler coupled to the race.
         log_f0: ``[D]`` log prior factor ``log f0(i)``.
-        log_fn: ``[D, N]`` array of ``log f_n(i)``, or a function
+        rewards: ``[D, N]`` array of ``log f_n(i)``, or a function
             ``indices -> [D, len(indices)]`` (then give ``population_size``).
         method: any method of :func:`best_arm` (``"exact"`` reads all N).
         **race_options: passed to :func:`best_arm` (``delta``, ``first_batch``,
@@ -54,8 +54,8 @@ def sample_discrete(
 
     Example:
         >>> import jax, jax.numpy as jnp
-        >>> log_fn = jnp.log(jnp.array([[0.2], [0.8]])) * jnp.ones((2, 1000)) / 1000
-        >>> s = sample_discrete(jax.random.PRNGKey(0), jnp.zeros(2), log_fn)
+        >>> rewards = jnp.log(jnp.array([[0.2], [0.8]])) * jnp.ones((2, 1000)) / 1000
+        >>> s = sample_discrete(jax.random.PRNGKey(0), jnp.zeros(2), rewards)
         >>> int(s.value) in (0, 1)
         True
     """
@@ -63,17 +63,17 @@ def sample_discrete(
     if log_f0.ndim != 1:
         raise ValueError(f"log_f0 must have shape [num_arms], got {log_f0.shape}")
     n_arms = log_f0.shape[0]
-    if callable(log_fn):
+    if callable(rewards):
         if population_size is None:
-            raise ValueError("log_fn is a function: pass population_size=N")
+            raise ValueError("rewards is a function: pass population_size=N")
         n_total = int(population_size)
     else:
-        n_total = jnp.shape(log_fn)[-1]
+        n_total = jnp.shape(rewards)[-1]
     key_gumbel, key_race = jax.random.split(key)
     gumbel = jax.random.gumbel(key_gumbel, (n_arms,), dtype=jnp.float32)
     offsets = (log_f0 + gumbel) / n_total
     race = best_arm(
-        key_race, log_fn, method=method, arm_offset=offsets, num_arms=n_arms,
+        key_race, rewards, method=method, arm_offset=offsets, num_arms=n_arms,
         population_size=n_total, **race_options,
     )
     return DiscreteSample(race.arm, race, gumbel)
