@@ -28,9 +28,9 @@ test: $(STAMP)
 docs: $(STAMP)
 	$(PY) -m sphinx -W --keep-going -b html docs docs/_build/html
 
-# run one notebook headless: make notebook NB=racing_synthetic [SIZE=small]
+# run one notebook headless: make notebook NB=racing_synthetic [SIZE=full]
 NB   ?= racing_synthetic
-SIZE ?= full
+SIZE ?= small
 notebook: $(STAMP)
 	SUBSAMPLE_MCMC_NOTEBOOK_SIZE=$(SIZE) $(VENV)/bin/jupyter nbconvert --to notebook --execute \
 		--output-dir notebooks/_executed notebooks/$(NB).ipynb

@@ -327,3 +327,9 @@ def test_data_sharded_over_four_host_devices():
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=900)
     assert res.returncode == 0 and "OK" in res.stdout, res.stderr[-3000:]
+
+
+@pytest.mark.parametrize("option", ["dense_mass", "adapt_mass_matrix"])
+def test_mass_options_must_be_booleans(option):
+    with pytest.raises(TypeError, match=option):
+        RacingMH(normal_model, **{option: "yes"})

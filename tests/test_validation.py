@@ -108,3 +108,22 @@ def test_sample_discrete_validation():
         sample_discrete(KEY, jnp.zeros((3, 1)), R)
     with pytest.raises(ValueError, match="population_size"):
         sample_discrete(KEY, jnp.zeros(3), lambda idx: R[:, idx])
+
+
+def test_reward_range_is_a_width_not_an_interval():
+    """``reward_range=(lo, hi)`` is the common mistake: with 3 arms it is refused with a
+    message saying what the argument is; a scalar width and one width per arm work."""
+    key = jax.random.PRNGKey(2)
+    rewards = np.random.default_rng(0).normal(size=(3, 1000))
+    with pytest.raises(ValueError, match="width C = max - min"):
+        best_arm(key, rewards, method="ebs", reward_range=(-5, 5))
+    with pytest.raises(ValueError, match="hi - lo"):
+        best_arm(key, rewards[:2], method="ebs", reward_range=(-6.0, 6.0))
+    a = best_arm(key, rewards, method="ebs", reward_range=12.0)
+    b = best_arm(key, rewards, method="ebs", reward_range=np.full(3, 12.0))
+    assert int(a.arm) == int(b.arm) and int(a.num_rewards_read) == int(b.num_rewards_read)
+
+
+def test_delta_as_a_string_is_refused():
+    with pytest.raises(TypeError, match="delta"):
+        best_arm(jax.random.PRNGKey(0), np.zeros((2, 100)), delta="0.05")

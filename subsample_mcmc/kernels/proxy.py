@@ -59,6 +59,7 @@ def taylor_proxy(
         reference: flat reference point ``theta_hat``.
     """
     n = int(population_size)
+    reference = jnp.asarray(reference)  # NumPy float64 becomes JAX's default float (x64 off: float32)
     p = reference.shape[0]
 
     def sums(idx):

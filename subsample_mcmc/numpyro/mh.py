@@ -221,6 +221,10 @@ class RacingMH(MCMCKernel):
         exact_when_cheaper: bool = True,
         dense_mass: Optional[bool] = None,
     ):
+        if dense_mass is not None and not isinstance(dense_mass, (bool, np.bool_)):
+            raise TypeError(f"dense_mass must be None (automatic), True or False, got {dense_mass!r}")
+        if adapt_mass_matrix is not None and not isinstance(adapt_mass_matrix, (bool, np.bool_)):
+            raise TypeError(f"adapt_mass_matrix must be None (automatic), True or False, got {adapt_mass_matrix!r}")
         if method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {method!r}")
         if not (0.0 < float(delta) < 0.5):

@@ -261,6 +261,8 @@ def best_arm(
                            lil_ucb_setting=lil_ucb_setting)
     traced_delta = _is_tracer(delta)
     if not traced_delta:
+        if isinstance(delta, (str, bytes)):
+            raise TypeError(f"delta must be a number in (0, 0.5), got the string {delta!r}; e.g. delta=0.05")
         try:
             delta = float(delta)
         except TypeError as err:
@@ -349,9 +351,15 @@ def best_arm(
         else:
             ranges = jnp.zeros((n_arms,), jnp.float32)
     else:
-        ranges = jnp.broadcast_to(_as_float_array(reward_range), (n_arms,))
+        given = _as_float_array(reward_range)
+        if given.ndim > 1 or (given.ndim == 1 and given.shape[0] not in (1, n_arms)):
+            raise ValueError(
+                f"reward_range must be the width C = max - min of the rewards, a scalar or one per arm "
+                f"([{n_arms}]), got shape {given.shape}; for rewards in [lo, hi] pass reward_range=hi - lo")
+        ranges = jnp.broadcast_to(given, (n_arms,))
         if not _is_tracer(ranges) and not np.all(np.isfinite(np.asarray(ranges)) & (np.asarray(ranges) >= 0)):
-            raise ValueError(f"reward_range must be finite and >= 0, got {reward_range}")
+            raise ValueError(f"reward_range must be the width C = max - min of the rewards (finite, >= 0), a "
+                             f"scalar or one per arm; got {reward_range}; for rewards in [lo, hi] pass hi - lo")
 
     # --- the bound's constant (computed in Python, passed traced: no retrace) -------
     # (a traced delta, e.g. vmapped over error levels, gets closed forms / tabulated B)
