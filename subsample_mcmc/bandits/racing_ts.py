@@ -62,6 +62,7 @@ from ..kernels import mh
 from ..kernels.laplace import laplace_approximation
 from ..kernels.proposals import PROPOSALS
 from ..kernels.proxy import TaylorProxy, taylor_proxy
+from ..racing.race import _run_at_most_once
 from ..racing import METHODS
 from .laplace import log_prior, logistic_log_likelihood
 from .thompson import Posterior, thompson_sampling
@@ -209,11 +210,15 @@ def add_observation(state: RacingLogisticState, x, y) -> RacingLogisticState:
                            grad_sum=state.grad_sum + g, hess_sum=state.hess_sum + h,
                            proxy_evals=state.proxy_evals + 1.0)
     refresh = state.count >= state.refresh_at
-    g_new, h_new = _sums(state.features, state.rewards, state.count, state.z)
+    # the full pass runs only in refresh rounds (a real branch, also under vmap): the
+    # other rounds cost one evaluation, as counted in proxy_evals
+    g_new, h_new = _run_at_most_once(
+        refresh, lambda _: _sums(state.features, state.rewards, state.count, state.z),
+        (state.grad_sum, state.hess_sum))
     return state._replace(
         reference=jnp.where(refresh, state.z, state.reference),
-        grad_sum=jnp.where(refresh, g_new, state.grad_sum),
-        hess_sum=jnp.where(refresh, h_new, state.hess_sum),
+        grad_sum=g_new,
+        hess_sum=h_new,
         refresh_at=jnp.where(refresh, 2 * state.refresh_at, state.refresh_at),
         proxy_evals=state.proxy_evals + jnp.where(refresh, state.count, 0).astype(jnp.float32))
 
