@@ -74,7 +74,7 @@ def test_full_read_reproduces_exact_mh_bit_for_bit():
     (float64 potential, same keys) draw for draw."""
     n, steps, step = 3000, 60, 0.05
     y = Y[:n]
-    kernel = RacingMH(normal_model, first_batch=n, control_variate=None, adapt_step_size=False,
+    kernel = RacingMH(normal_model, proposal="random_walk", first_batch=n, control_variate=None, adapt_step_size=False,
                       adapt_mass_matrix=False, step_size=step, init_strategy="prior")
     init = {"mu": jnp.array(0.9, jnp.float32)}
     state = kernel.init(jax.random.PRNGKey(5), 0, init, (y,), {})

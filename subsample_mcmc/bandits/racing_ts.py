@@ -60,7 +60,6 @@ import numpy as np
 
 from ..kernels import mh
 from ..kernels.laplace import laplace_approximation
-from ..kernels.proposals import PROPOSALS
 from ..kernels.proxy import TaylorProxy, taylor_proxy
 from ..racing.race import _run_at_most_once
 from ..racing import METHODS
@@ -293,7 +292,7 @@ def racing_logistic_posterior(steps: int = 3, proposal: str = "random_walk",
     Args:
         steps: MH transitions per round (each after appending the round's reward).
         proposal: ``"random_walk"`` or ``"langevin"``
-            (:data:`~subsample_mcmc.kernels.proposals.PROPOSALS`; Langevin reads the
+            (of :data:`~subsample_mcmc.kernels.proposals.PROPOSALS`; Langevin reads the
             mini-batch gradient of ``grad_batch_size`` data, with the proxy's exact
             gradient as control variate when ``proxy``), preconditioned by
             ``diag((I/s0^2 - H)^{-1})``.
@@ -319,7 +318,7 @@ def racing_logistic_posterior(steps: int = 3, proposal: str = "random_walk",
     """
     if isinstance(steps, bool) or int(steps) != steps or steps < 1:
         raise ValueError(f"steps must be a positive integer, got {steps!r}")
-    if proposal not in PROPOSALS:
+    if proposal not in ("random_walk", "langevin"):
         raise ValueError(f"proposal must be 'random_walk' or 'langevin', got {proposal!r}")
     if method not in _SUPPORTED_METHODS:
         raise ValueError(f"method must be one of {_SUPPORTED_METHODS} (of subsample_mcmc.racing.METHODS; "

@@ -20,12 +20,15 @@ from .gibbs import discrete_gibbs_step
 from .gradients import gradient_estimator, minibatch_log_density, random_batch
 from .laplace import LaplaceApproximation, fit_laplace, inverse_mass, laplace_approximation
 from .mh import MHInfo, MHState, build_kernel, init, racing_mh_accept
-from .proposals import PROPOSALS, Preconditioner, Proposal, get_proposal, langevin, preconditioner, random_walk
+from .proposals import (
+    PROPOSALS, Preconditioner, Proposal, crank_nicolson, get_proposal, langevin, preconditioner, random_walk,
+)
 from .proxy import TaylorProxy, proxy_per_datum, proxy_residual, proxy_sum, taylor_proxy
 
 __all__ = [
     "MHState", "MHInfo", "init", "build_kernel", "racing_mh_accept", "discrete_gibbs_step",
-    "Proposal", "PROPOSALS", "get_proposal", "random_walk", "langevin", "Preconditioner", "preconditioner",
+    "Proposal", "PROPOSALS", "get_proposal", "random_walk", "langevin", "crank_nicolson", "Preconditioner",
+    "preconditioner",
     "gradient_estimator", "minibatch_log_density", "random_batch",
     "TaylorProxy", "taylor_proxy", "proxy_sum", "proxy_per_datum", "proxy_residual",
     "LaplaceApproximation", "laplace_approximation", "fit_laplace", "inverse_mass",

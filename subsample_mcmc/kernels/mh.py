@@ -140,13 +140,15 @@ def build_kernel(
 
     Returns:
         ``step(rng_key, state, log_prior_fn, log_likelihood_fn, population_size,
-        step_size, inverse_mass_matrix=None, proxy=None, control_variate_fn=None)
+        step_size, inverse_mass_matrix=None, proxy=None, control_variate_fn=None, center=None)
         -> (MHState, MHInfo)`` where ``log_prior_fn: x -> log p(x)``,
         ``log_likelihood_fn: (x, indices) -> [len(indices)]``, ``proxy`` an optional
         :class:`~subsample_mcmc.kernels.proxy.TaylorProxy` (the race then reads the
         residuals ``l_n - h_n`` and the proxy's exact sum enters the MH ratio) and
         ``control_variate_fn`` an optional ``(x, x') -> TaylorControlVariate`` (the
-        data-space control variate of Eq. 11, passed to the race).
+        data-space control variate of Eq. 11, passed to the race) and ``center`` the mean
+        of the Gaussian a centred proposal (:func:`~subsample_mcmc.kernels.proposals.crank_nicolson`)
+        moves around (default: the proxy's reference point).
 
     The racing step accepts when the proposal wins the two-arm race of Eq. 12; the
     exact step when ``log u < log p(x') + sum_n l_n(x') + log q(x|x') - log p(x) -
@@ -164,8 +166,10 @@ def build_kernel(
 
     def step(rng_key, state: MHState, log_prior_fn: Callable, log_likelihood_fn: Callable, population_size: int,
              step_size, inverse_mass_matrix=None, proxy: Optional[TaylorProxy] = None,
-             control_variate_fn: Optional[Callable] = None):
+             control_variate_fn: Optional[Callable] = None, center=None):
         n = population_size
+        if center is None and proxy is not None:
+            center = proxy.reference
         position = state.position
         key_prop, key_batch, key_accept = jax.random.split(rng_key, 3)
         grad_fn, grad_evals = None, 0
@@ -173,7 +177,7 @@ def build_kernel(
             batch = random_batch(key_batch, n, grad_batch_size)
             grad_fn = gradient_estimator(log_prior_fn, log_likelihood_fn, n, batch, proxy)
             grad_evals = 2 * grad_batch_size
-        new, log_fwd, log_bwd = prop(key_prop, position, step_size, inverse_mass_matrix, grad_fn)
+        new, log_fwd, log_bwd = prop(key_prop, position, step_size, inverse_mass_matrix, grad_fn, center)
         if exact:
             return _exact_accept(key_accept, state, new, log_fwd, log_bwd, log_prior_fn, log_likelihood_fn, n,
                                  grad_evals * gradient_point_cost, chunk_size)

@@ -2,9 +2,11 @@ r"""MH proposals as objects, with a diagonal or dense preconditioner: one home f
 
 A proposal is a :class:`Proposal`, a callable
 
-    ``proposal(key, position, step_size, inverse_mass_matrix, gradient_fn) -> (x', log q(x'|x), log q(x|x'))``
+    ``proposal(key, position, step_size, inverse_mass_matrix, gradient_fn, center) -> (x', log q(x'|x), log q(x|x'))``
 
-on a flat position ``x`` (``[p]``).  The inverse mass matrix ``M^{-1} = L L'`` is ``None``
+on a flat position ``x`` (``[p]``) and an inverse mass matrix or a
+:class:`Preconditioner`; ``log q`` is returned up to a constant common to both
+directions (only ``log q(x|x') - log q(x'|x)`` enters the MH ratio).  The inverse mass matrix ``M^{-1} = L L'`` is ``None``
 (the identity), a ``[p]`` diagonal or a ``[p, p]`` dense matrix (:func:`preconditioner`);
 the inverse Hessian at the mode makes a Laplace-shaped move.
 
@@ -17,6 +19,15 @@ the inverse Hessian at the mode makes a Laplace-shaped move.
   the same ``gradient_fn``: a mini-batch estimate must use one batch drawn before
   proposing (independent of the state), so that the corrected chain keeps the right
   target ("SGLD corrected by Racing-Normal MH", Sec. 5.2 of Chen & Ghahramani 2016).
+* :func:`crank_nicolson` -- the preconditioned Crank-Nicolson move around a Gaussian
+  ``N(c, M^{-1})`` (the Laplace approximation: ``c`` the mode, ``M`` the posterior's
+  precision there): ``x' = c + rho (x - c) + sqrt(1 - rho^2) L z``, ``rho = 1/sqrt(1 +
+  eps^2)``.  Small ``eps`` is a random walk of step ``eps`` with a pull to ``c``; large
+  ``eps`` an independence proposal from the Laplace approximation.  The move is
+  reversible with respect to ``N(c, M^{-1})``, so the MH ratio needs only the ratio of
+  the target to that Gaussian: near the Bernstein-von Mises regime a nearly independent
+  draw whose race, on Taylor-proxy residuals, decides from its first mini-batch
+  (Cotter, Roberts, Stuart & White 2013, *MCMC methods for functions*, Sec. 4.2).
 
 Example:
     >>> import jax, jax.numpy as jnp
@@ -34,7 +45,10 @@ from typing import Callable, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-__all__ = ["Preconditioner", "preconditioner", "Proposal", "random_walk", "langevin", "PROPOSALS", "get_proposal"]
+__all__ = [
+    "Preconditioner", "preconditioner", "Proposal", "random_walk", "langevin", "crank_nicolson", "PROPOSALS",
+    "get_proposal",
+]
 
 
 class Preconditioner(NamedTuple):
@@ -47,16 +61,20 @@ class Preconditioner(NamedTuple):
     log_det_scale: jax.Array
 
 
-def preconditioner(inverse_mass_matrix, like: jax.Array) -> Preconditioner:
+def preconditioner(inverse_mass_matrix, like: jax.Array, cholesky=None) -> Preconditioner:
     """The :class:`Preconditioner` of ``inverse_mass_matrix`` (``None``: identity; ``[p]``:
-    diagonal; ``[p, p]``: dense, through its Cholesky factor) for positions like ``like``."""
+    diagonal; ``[p, p]``: dense, through its Cholesky factor -- ``cholesky`` when it is
+    known, so that a chain does not refactor it at every step; a :class:`Preconditioner`:
+    itself) for positions like ``like``."""
+    if isinstance(inverse_mass_matrix, Preconditioner):
+        return inverse_mass_matrix
     if inverse_mass_matrix is None:
         inverse_mass_matrix = jnp.ones_like(like)
     minv = jnp.asarray(inverse_mass_matrix, like.dtype)
     if minv.ndim == 1:
         root = jnp.sqrt(minv)
         return Preconditioner(lambda v: minv * v, lambda z: root * z, lambda r: r / root, jnp.sum(jnp.log(root)))
-    chol = jnp.linalg.cholesky(minv)
+    chol = jnp.linalg.cholesky(minv) if cholesky is None else jnp.asarray(cholesky, like.dtype)
     return Preconditioner(lambda v: minv @ v, lambda z: chol @ z,
                           lambda r: jax.scipy.linalg.solve_triangular(chol, r, lower=True),
                           jnp.sum(jnp.log(jnp.diagonal(chol))))
@@ -64,13 +82,20 @@ def preconditioner(inverse_mass_matrix, like: jax.Array) -> Preconditioner:
 
 class Proposal(NamedTuple):
     """A proposal: ``name``, whether it reads a gradient (``uses_gradient``: the kernel
-    then builds one, at a cost it counts) and the function ``propose``."""
+    then builds one, at a cost it counts), whether it moves around a ``center`` (the
+    Laplace mean: ``uses_center``) and the function ``propose``."""
 
     name: str
     uses_gradient: bool
     propose: Callable
+    uses_center: bool = False
 
-    def __call__(self, key, position, step_size, inverse_mass_matrix=None, gradient_fn: Optional[Callable] = None):
+    def __call__(self, key, position, step_size, inverse_mass_matrix=None, gradient_fn: Optional[Callable] = None,
+                 center=None):
+        if self.uses_center:
+            if center is None:
+                raise ValueError(f"the {self.name} proposal needs center (the Laplace approximation's mean)")
+            return self.propose(key, position, step_size, inverse_mass_matrix, gradient_fn, center)
         return self.propose(key, position, step_size, inverse_mass_matrix, gradient_fn)
 
 
@@ -116,8 +141,42 @@ def langevin() -> Proposal:
     return Proposal("langevin", True, propose)
 
 
+def crank_nicolson() -> Proposal:
+    r"""Preconditioned Crank-Nicolson (pCN) move around the Gaussian ``N(c, M^{-1})``::
+
+        x' = c + rho (x - c) + sqrt(1 - rho^2) L z,   z ~ N(0, I),   rho = 1 / sqrt(1 + eps^2),
+
+    ``L L' = M^{-1}``, ``c = center``.  It is an AR(1) step that leaves ``N(c, M^{-1})``
+    invariant: ``N(x) q(x'|x) = N(x') q(x|x')``, so ``log q(x|x') - log q(x'|x) =
+    log N(x) - log N(x')`` and the returned pair is ``(log N(x'), log N(x))`` with
+    ``log N(v) = -1/2 |L^{-1}(v - c)|^2`` (constants cancel).  For ``eps -> 0``:
+    ``x' ~ x + eps L z - eps^2/2 (x - c)``, a random walk with a linear pull to ``c``
+    (the Langevin drift of the Gaussian); for ``eps -> inf``: ``x' ~ N(c, M^{-1})``, the
+    independence sampler.  When the target equals ``N(c, M^{-1})`` every move is
+    accepted and ``eps -> inf`` gives independent draws.  ``rho`` and ``sqrt(1 - rho^2)``
+    are computed from ``log eps`` without overflow (``eps = inf`` is the independence
+    sampler)."""
+
+    def propose(key, position, step_size, inverse_mass_matrix, gradient_fn, center):
+        pre = preconditioner(inverse_mass_matrix, position)
+        center = jnp.asarray(center, position.dtype)
+        log_eps = jnp.log(jnp.asarray(step_size, position.dtype))
+        rho = jnp.exp(-0.5 * jax.nn.softplus(2.0 * log_eps))  # 1 / sqrt(1 + eps^2)
+        root = jnp.exp(-0.5 * jax.nn.softplus(-2.0 * log_eps))  # eps / sqrt(1 + eps^2)
+        z = jax.random.normal(key, position.shape, position.dtype)
+        new = center + rho * (position - center) + root * pre.scale(z)
+
+        def log_gauss(x):
+            w = pre.whiten(x - center)
+            return -0.5 * jnp.sum(w * w)
+
+        return new, log_gauss(new), log_gauss(position)
+
+    return Proposal("crank_nicolson", False, propose, uses_center=True)
+
+
 #: the proposals by name (the ``proposal=`` vocabulary of the NumPyro kernels)
-PROPOSALS = {"random_walk": random_walk, "langevin": langevin}
+PROPOSALS = {"random_walk": random_walk, "langevin": langevin, "crank_nicolson": crank_nicolson}
 
 
 def get_proposal(proposal) -> Proposal:

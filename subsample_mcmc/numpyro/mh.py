@@ -1,7 +1,10 @@
 r"""``RacingMH``: a NumPyro ``MCMCKernel`` whose MH test is a two-arm race (Eq. 12).
 
-Each step proposes ``x'`` (Gaussian random walk, or a mini-batch Langevin/SGLD move
-with its exact forward and reverse densities) in the unconstrained space, then decides
+Each step proposes ``x'`` in the unconstrained space -- by default a preconditioned
+Crank-Nicolson move around the Laplace approximation found at ``init`` (nearly an
+independent draw from it when the posterior is close to Gaussian; a random walk with a
+pull to the mode when it is not), or a Gaussian random walk, or a mini-batch
+Langevin/SGLD move with its exact forward and reverse densities -- then decides
 the Metropolis-Hastings test by racing the per-datum log-likelihoods of ``x`` and
 ``x'`` (Racing-Normal by default; Racing-EBS or adapted lil'UCB as options), reading
 the data plate without replacement and stopping as soon as the bound separates the
@@ -17,7 +20,7 @@ Warmup (``num_warmup`` steps of ``numpyro.infer.MCMC``):
   prior (``init_strategy="prior"``); or ``init_params``;
 * the step size follows dual averaging (Hoffman & Gelman 2014, NumPyro's
   ``dual_averaging``) toward ``target_accept_prob``, driven by the accept indicator;
-* the inverse mass matrix (dense up to 64 parameters, else diagonal) is the inverse
+* the inverse mass matrix (dense up to 256 parameters, else diagonal) is the inverse
   of the full-data Hessian at the mode (the Laplace covariance); when only a
   mini-batch Hessian is available it is re-estimated from the warmup samples between
   15% and 50% of warmup (Welford, regularised as in Stan), the step size then
@@ -57,12 +60,12 @@ from ..kernels import mh as mh_kernel
 from ..kernels.cost import evaluation_equivalents
 from ..kernels.gradients import minibatch_log_density, random_batch
 from ..kernels.laplace import adam_ascent, adam_schedule, inverse_mass, last_finite, log_density_sum, newton_ascent
-from ..kernels.proposals import get_proposal
+from ..kernels.proposals import get_proposal, preconditioner
 from ..kernels.proxy import TaylorProxy, proxy_residual, taylor_proxy
 from ..racing import METHODS
 from ..racing.race import _run_at_most_once
 from .control import DataSpaceControlVariate
-from .model import ModelSubsampler, PlateIndices
+from .model import ModelSubsampler, PlateIndices, jit_with_data, split_data
 
 __all__ = ["RacingMH", "RacingMHState"]
 
@@ -83,12 +86,15 @@ class RacingMHState(NamedTuple):
     exact_mode: jax.Array = False  # sampling by the exact MH step (decided at the end of warmup)
     log_lik_sum: jax.Array = jnp.nan  # sum_n l_n(z) when known (exact mode), else NaN
     race_cost: jax.Array = 0.0  # race evaluations summed over the decision window of warmup
+    center: Optional[jax.Array] = None  # flat mean of the Gaussian a centred proposal moves around
+    mass_factor: Optional[jax.Array] = None  # Cholesky factor of a dense inverse mass matrix (else None)
 
 
 _DA_INIT, _DA_UPDATE = dual_averaging()
 _MAX_DRAWS = 100  # initial draws per restart until finite, as NumPyro's find_valid_initial_params
 _MODE_TOL = 1.0  # restarts within this many log-posterior units per parameter count as the same mode
-_DENSE_MAX_DIMENSION = 64  # dense_mass=None: a dense mass matrix up to this many parameters
+_TARGET_ACCEPT = {"random_walk": 0.234, "langevin": 0.574, "crank_nicolson": 0.5}
+_DENSE_MAX_DIMENSION = 256  # dense_mass=None: a dense mass matrix up to this many parameters
 
 
 class RacingMH(MCMCKernel):
@@ -97,11 +103,33 @@ class RacingMH(MCMCKernel):
     Args:
         model: a NumPyro model with one data plate (see
             :class:`~subsample_mcmc.numpyro.model.ModelSubsampler` for the contract).
-        proposal: ``"random_walk"`` or ``"langevin"`` (SGLD drift from a mini-batch
-            gradient, corrected by the racing MH test).
+        proposal: how ``x'`` is proposed (:mod:`~subsample_mcmc.kernels.proposals`):
+
+            * ``"crank_nicolson"`` (the default, ``None``, for a kernel of its own):
+              ``x' = c + rho (x - c) + sqrt(1 - rho^2) L z``
+              with ``rho = 1/sqrt(1 + eps^2)``, ``L L'`` the inverse mass matrix (the
+              Laplace covariance: the inverse of the full-data posterior precision at the
+              mode) and ``c`` the mode -- reversible with respect to the Laplace
+              approximation ``N(c, L L')``, so the MH ratio is the target's ratio to that
+              Gaussian and, with the Taylor proxy, the race reads residuals of third
+              order.  Warmup adapts ``eps`` toward ``target_accept_prob`` (0.5): near the
+              Bernstein-von Mises regime acceptance stays high as ``eps`` grows and the
+              chain makes nearly independent draws (``eps -> inf``: the independence
+              sampler); where the Laplace approximation is poor (heavy tails, skew, small
+              N) ``eps`` settles where half the moves are accepted, a random walk of step
+              ``eps`` with a pull ``-eps^2/2 (x - c)`` to the mode.  The choice is made by
+              what warmup measures; no option needed
+              (``benchmarks/results/peers_real_data.md``).
+            * ``"random_walk"`` (the default, ``None``, for a block of a Gibbs kernel --
+              ``RacingGibbs(inner_kernel=...)``, NumPyro's ``Gibbs`` -- whose conditional
+              posterior moves away from the Laplace approximation made at ``init`` as the
+              other blocks change): ``x' = x + eps L z`` (target acceptance 0.234).
+            * ``"langevin"``: SGLD drift from a mini-batch gradient, corrected by the racing
+              MH test (target acceptance 0.574).
         step_size: initial step size (adapted during warmup when ``adapt_step_size``).
-        target_accept_prob: target of the step-size adaptation (default 0.234 for the
-            random walk, 0.574 for Langevin -- the optimal-scaling values).
+        target_accept_prob: target of the step-size adaptation (default 0.5 for
+            Crank-Nicolson, 0.234 for the random walk, 0.574 for Langevin -- the
+            optimal-scaling values of the latter two).
         adapt_step_size: adapt the step size over warmup (dual averaging).
         adapt_mass_matrix: re-estimate the inverse mass matrix from the warmup draws
             (15% to 50% of warmup; Welford, regularised as in Stan).  Default ``None``:
@@ -176,7 +204,7 @@ class RacingMH(MCMCKernel):
         dense_mass: a dense inverse mass matrix (proposal covariance ``eps^2 M^{-1}``):
             initialised from the inverse Hessian at the mode (the Laplace covariance) and
             re-estimated over warmup like the diagonal one.  Default ``None``: dense for
-            at most 64 unconstrained parameters, diagonal beyond.
+            at most 256 unconstrained parameters, diagonal beyond.
         newton_steps: at most this many full-data Newton steps polish the best restart
             (each: one gradient-and-Hessian pass over the data and usually one
             log-likelihood pass; it stops early once the Newton decrement is below 1e-3).
@@ -201,7 +229,7 @@ class RacingMH(MCMCKernel):
         self,
         model,
         *,
-        proposal: str = "random_walk",
+        proposal: Optional[str] = None,
         step_size: Optional[float] = None,
         target_accept_prob: Optional[float] = None,
         adapt_step_size: bool = True,
@@ -242,13 +270,10 @@ class RacingMH(MCMCKernel):
         if target_accept_prob is not None and not (0.0 < target_accept_prob < 1.0):
             raise ValueError(f"target_accept_prob must lie in (0, 1), got {target_accept_prob}")
         self.model = model
-        self._proposal = get_proposal(proposal)  # ValueError naming the choices
-        self.proposal = self._proposal.name
+        self._user_target_accept = target_accept_prob
+        self._set_proposal("crank_nicolson" if proposal is None else proposal)  # ValueError naming the choices
+        self._automatic_proposal = proposal is None
         self._step_size = step_size
-        self.target_accept_prob = (
-            target_accept_prob if target_accept_prob is not None
-            else (0.574 if self._proposal.uses_gradient else 0.234)
-        )
         self.adapt_step_size = adapt_step_size
         self.adapt_mass_matrix = adapt_mass_matrix
         self.race_options = dict(method=method, delta=float(delta), first_batch=int(first_batch),
@@ -267,6 +292,14 @@ class RacingMH(MCMCKernel):
         self._subsampler: Optional[ModelSubsampler] = None
         self._num_warmup = 0
         self._unravel = None
+
+    def _set_proposal(self, proposal):
+        self._proposal = get_proposal(proposal)
+        self.proposal = self._proposal.name
+        self.target_accept_prob = (
+            self._user_target_accept if self._user_target_accept is not None
+            else _TARGET_ACCEPT.get(self._proposal.name, 0.234)
+        )
 
     @property
     def _reestimate_mass(self) -> bool:
@@ -321,30 +354,47 @@ class RacingMH(MCMCKernel):
         proto = {k: ms.prototype_trace[k]["value"] for k in ms.continuous_sites}
         flat, unravel = ravel_pytree(ms.unconstrain(proto))
         idx = jnp.arange(min(256, ms.size))
+        arrays, rebuild = split_data(model_args, model_kwargs)  # arguments, not constants
 
-        def ll(x, i):
-            return ms.log_likelihood(ms.constrain(unravel(x)), i, model_args, model_kwargs)
+        def ll(x, i, arrays):
+            return ms.log_likelihood(ms.constrain(unravel(x)), i, *rebuild(arrays))
 
-        residual = ll
-        if self.control_variate == "taylor":
+        def residual(x, i, arrays):
+            if self.control_variate != "taylor":
+                return ll(x, i, arrays)
             d = flat.shape[0]
-            residual = proxy_residual(ll, TaylorProxy(flat, jnp.zeros((d,), flat.dtype),
-                                                      jnp.zeros((d, d), flat.dtype)))
+            proxy = TaylorProxy(flat, jnp.zeros((d,), flat.dtype), jnp.zeros((d, d), flat.dtype))
+            return proxy_residual(lambda t, j: ll(t, j, arrays), proxy)(x, i)
 
-        def gradient(x, i):
-            return jax.grad(lambda t: jnp.sum(residual(t, i)))(x)
+        def gradient(x, i, arrays):
+            return jax.grad(lambda t: jnp.sum(residual(t, i, arrays)))(x)
 
-        def proxy_terms(x, i):
-            return jax.grad(lambda t: jnp.sum(ll(t, i)))(x), jax.hessian(lambda t: jnp.sum(ll(t, i)))(x)
+        def proxy_terms(x, i, arrays):
+            total = lambda t: jnp.sum(ll(t, i, arrays))  # noqa: E731
+            return jax.grad(total)(x), jax.hessian(total)(x)
 
         try:
-            return {
-                "point": evaluation_equivalents(residual, ll, flat, idx),
-                "gradient": evaluation_equivalents(gradient, ll, flat, idx),
-                "proxy": evaluation_equivalents(proxy_terms, ll, flat, idx),
-            }
+            costs = {"point": evaluation_equivalents(residual, ll, flat, idx, arrays)}
+            # what only some configurations need (the gradient of a Langevin move, the
+            # proxy's terms at a refresh) is measured when first asked for
+            self._cost_programs = {"gradient": (gradient, ll, flat, idx, arrays),
+                                   "proxy": (proxy_terms, ll, flat, idx, arrays)}
+            if self._proposal.uses_gradient:
+                costs["gradient"] = evaluation_equivalents(gradient, ll, flat, idx, arrays)
+            return costs
         except Exception:  # noqa: BLE001 -- traced model arguments: count one unit each
+            self._cost_programs = {}
             return {"point": 1.0, "gradient": 1.0, "proxy": 1.0}
+
+    def _cost(self, name: str) -> float:
+        """A per-datum cost of :meth:`_calibrate_costs`, measured when first asked for."""
+        if name not in self._costs:
+            program = getattr(self, "_cost_programs", {}).get(name)
+            try:
+                self._costs[name] = 1.0 if program is None else evaluation_equivalents(*program)
+            except Exception:  # noqa: BLE001
+                self._costs[name] = 1.0
+        return self._costs[name]
 
     def _log_prior_fn(self, model_args, model_kwargs):
         ms = self._subsampler
@@ -391,33 +441,49 @@ class RacingMH(MCMCKernel):
         self._num_warmup = int(num_warmup)
         self._vectorized = not is_prng_key(rng_key)
         source = self._start_source(init_params)
+        # one compiled program (the data as its arguments, not as constants): the start,
+        # then the full-data log posterior there
+        def init_checked(k, p, a, kw):
+            state, report = self._init_one(k, p, a, kw, report=True)
+            return state, report, self._start_values(ravel_pytree(state.z)[0][None], a, kw)
+
         if not self._vectorized:
-            state, report = self._init_one(rng_key, init_params, model_args, model_kwargs, report=True)
-            self._check_chains(ravel_pytree(state.z)[0][None], [report], model_args, model_kwargs, source)
+            state, report, checked = jit_with_data(init_checked, model_args, model_kwargs)(rng_key, init_params)
+            self._check_chains(ravel_pytree(state.z)[0][None], [report], model_args, model_kwargs, source,
+                               checked=checked)
             return state
         # chain_method="vectorized": one state per key, the step is vmapped in `sample`
         init_axis = None if init_params is None else 0
-        states, reports = jax.vmap(lambda k, p: self._init_one(k, p, model_args, model_kwargs, report=True),
-                                   in_axes=(0, init_axis))(rng_key, init_params)
+        states, reports, checked = jit_with_data(
+            lambda k, p, a, kw: jax.vmap(lambda k1, p1: init_checked(k1, p1, a, kw), in_axes=(0, init_axis))(k, p),
+            model_args, model_kwargs)(rng_key, init_params)
         flats = jax.vmap(lambda z: ravel_pytree(z)[0])(states.z)
         per_chain = [None if reports is None else jax.tree.map(lambda v, c=c: v[c], reports)
                      for c in range(rng_key.shape[0])]
-        self._check_chains(flats, per_chain, model_args, model_kwargs, source, vectorized=True)
+        self._check_chains(flats, per_chain, model_args, model_kwargs, source, vectorized=True,
+                           checked=jax.tree.map(lambda v: v[:, 0], checked))
         return states
 
-    def _check_chains(self, flats, reports, model_args, model_kwargs, source, vectorized=False):
-        """One full-data pass over all chains' starts; the term-by-term diagnosis only
-        for a chain whose log posterior is not finite; then the search reports."""
-        if isinstance(flats, jax.core.Tracer):
-            return  # inside another kernel's vmap: the race flags non-finite values at run time
-        values, _ = self._full_log_posterior(model_args, model_kwargs)
+    def _start_values(self, flats, model_args, model_kwargs):
+        """``(log posterior [C], latents finite [C])`` at the flat starts ``[C, p]`` (one
+        full-data pass; traceable)."""
         ms = self._subsampler
 
         def finite_latents(flat):  # XLA may fold log(exp(u)) = u: check the values too
             leaves = jax.tree.leaves(ms.constrain(self._unravel(flat)))
             return jnp.all(jnp.stack([jnp.all(jnp.isfinite(v)) for v in leaves]))
 
-        f, ok = jax.jit(lambda x: (values(x), jax.vmap(finite_latents)(x)))(flats)
+        return self._full_log_posterior(model_args, model_kwargs)[0](flats), jax.vmap(finite_latents)(flats)
+
+    def _check_chains(self, flats, reports, model_args, model_kwargs, source, vectorized=False, checked=None):
+        """One full-data pass over all chains' starts (``checked``: already made); the
+        term-by-term diagnosis only for a chain whose log posterior is not finite; then
+        the search reports."""
+        if isinstance(flats, jax.core.Tracer):
+            return  # inside another kernel's vmap: the race flags non-finite values at run time
+        if checked is None:
+            checked = jit_with_data(self._start_values, model_args, model_kwargs)(flats)
+        f, ok = checked
         f, ok = np.asarray(f), np.asarray(ok)
         for c in range(flats.shape[0]):
             chain = c if vectorized else None
@@ -450,7 +516,7 @@ class RacingMH(MCMCKernel):
         lp = self._log_prior_fn(model_args, model_kwargs)
         search = None
         if init_params is None and (self.init_strategy == "map" or self.control_variate == "taylor"):
-            search = jax.jit(lambda k: self._mode_search(k, model_args, model_kwargs))(key_map)
+            search = jit_with_data(self._mode_search, model_args, model_kwargs)(key_map)
         if init_params is None:
             if self.init_strategy == "map":
                 flat = search["mode"]
@@ -471,8 +537,12 @@ class RacingMH(MCMCKernel):
             precision = -jax.jit(jax.hessian(objective))(flat, key_map)
         d = flat.shape[0]
         inv_mass = inverse_mass(precision, self._is_dense(d))
+        center = flat if search is None else search["mode"]
+        if search is None and proxy is not None:  # init_params: the mode of the quadratic (Laplace) model
+            g = proxy.grad_sum + jax.grad(lp)(proxy.reference)
+            center = proxy.reference + (inv_mass @ g if inv_mass.ndim == 2 else inv_mass * g)
         self._mass_from_full_data = search is not None or self.control_variate == "taylor"
-        step = self._step_size or (1.0 * d ** (-1 / 6) if self._proposal.uses_gradient else 2.38 / np.sqrt(d))
+        step = self._step_size or self._initial_step_size(d)
         step = jnp.asarray(step, flat.dtype)
         state = RacingMHState(
             i=jnp.array(0),
@@ -490,12 +560,21 @@ class RacingMH(MCMCKernel):
             exact_mode=jnp.asarray(self.race_options["method"] == "exact"),
             log_lik_sum=jnp.asarray(jnp.nan, flat.dtype),
             race_cost=jnp.zeros((), flat.dtype),
+            center=center.astype(flat.dtype),
+            mass_factor=jnp.linalg.cholesky(inv_mass.astype(flat.dtype)) if inv_mass.ndim == 2 else None,
         )
         if not report:
             return state
         if search is not None:
             search = {k: v for k, v in search.items() if k not in ("proxy", "hessian", "gradient")}
         return state, search
+
+    def _initial_step_size(self, d: int) -> float:
+        """Optimal-scaling starts: Langevin ``d^(-1/6)``, random walk ``2.38 / sqrt(d)``
+        (Roberts & Rosenthal 2001); Crank-Nicolson ``eps = 1`` (``rho = 0.71``)."""
+        if self._proposal.uses_center:
+            return 1.0
+        return 1.0 * d ** (-1 / 6) if self._proposal.uses_gradient else 2.38 / np.sqrt(d)
 
     # -- the start: NumPyro initial points, mini-batch restarts, full-data check --------------
     def _draw(self, key, init_fn, model_args, model_kwargs):
@@ -728,10 +807,12 @@ class RacingMH(MCMCKernel):
         flat, _ = ravel_pytree(state.z)
         key, key_step = jax.random.split(state.rng_key)
         b = min(self.grad_batch_size, ms.size)
-        kernel_options = dict(proposal=self._proposal, grad_batch_size=b, gradient_point_cost=self._costs["gradient"])
+        gradient_cost = self._cost("gradient") if self._proposal.uses_gradient else 1.0
+        kernel_options = dict(proposal=self._proposal, grad_batch_size=b, gradient_point_cost=gradient_cost)
         call = dict(log_prior_fn=self._log_prior_fn(model_args, model_kwargs),
                     log_likelihood_fn=self._log_lik_fn(model_args, model_kwargs), population_size=ms.size,
-                    step_size=state.step_size, inverse_mass_matrix=state.inverse_mass_matrix, proxy=state.proxy)
+                    step_size=state.step_size, proxy=state.proxy, center=state.center,
+                    inverse_mass_matrix=preconditioner(state.inverse_mass_matrix, flat, state.mass_factor))
         race_step = mh_kernel.build_kernel(point_cost=self._costs["point"], **kernel_options, **self.race_options)
         exact_step = mh_kernel.build_kernel(**dict(kernel_options, method="exact"))
 
@@ -760,7 +841,9 @@ class RacingMH(MCMCKernel):
         step, inv_mass, da, wf = state.step_size, state.inverse_mass_matrix, state.da_state, state.welford_state
         nw = self._num_warmup
         if nw > 0 and (self.adapt_step_size or self._reestimate_mass):
-            step, inv_mass, da, wf = self._adapt(state, new_flat, accept)
+            step, inv_mass, center, factor, da, wf = self._adapt(state, new_flat, accept)
+        else:
+            center, factor = state.center, state.mass_factor
         exact_mode, race_cost = self._choose_mode(state, info, b)
         return RacingMHState(
             i=i, z=self._unravel(new_flat), step_size=step, inverse_mass_matrix=inv_mass,
@@ -768,6 +851,7 @@ class RacingMH(MCMCKernel):
             num_likelihood_evals=info.num_likelihood_evals.astype(jnp.int32),
             race_stage=info.race_stage.astype(jnp.int32), da_state=da, welford_state=wf,
             proxy=state.proxy, rng_key=key, exact_mode=exact_mode, log_lik_sum=ll_sum, race_cost=race_cost,
+            center=center, mass_factor=factor,
         )
 
     def _cost_window(self):
@@ -795,7 +879,7 @@ class RacingMH(MCMCKernel):
         if start == nw:
             return state.exact_mode, state.race_cost
         t = state.i
-        grads = (2 * grad_batch * self._costs["gradient"]) if self._proposal.uses_gradient else 0.0
+        grads = (2 * grad_batch * self._cost("gradient")) if self._proposal.uses_gradient else 0.0
         race_evals = info.num_likelihood_evals.astype(state.race_cost.dtype) - grads
         race_cost = state.race_cost + jnp.where((t >= start) & (t < nw) & ~state.exact_mode, race_evals, 0.0)
         decide = t == nw - 1
@@ -809,6 +893,7 @@ class RacingMH(MCMCKernel):
         adapt_end = self._cost_window()[0]
         in_warmup = t < adapt_end
         step, inv_mass, da, wf = state.step_size, state.inverse_mass_matrix, state.da_state, state.welford_state
+        center, factor = state.center, state.mass_factor
         if self.adapt_step_size:
             da_new = _DA_UPDATE(self.target_accept_prob - accept, da)
             da = jax.tree.map(lambda a, b: jnp.where(in_warmup, a, b), da_new, da)
@@ -823,9 +908,11 @@ class RacingMH(MCMCKernel):
             if end - start >= 10:
                 cov, _, _ = self._welford[2](wf, regularize=True)
                 inv_mass = jnp.where(finish, cov, inv_mass)
-                step = jnp.where(finish, step, step)
+                center = jnp.where(finish, wf[0], center)  # the warmup draws' mean
+                if factor is not None:
+                    factor = _run_at_most_once(finish, lambda _: jnp.linalg.cholesky(inv_mass), factor)
                 da = jax.tree.map(lambda a, b: jnp.where(finish, a, b), _DA_INIT(jnp.log(step)), da)
-        return step, inv_mass, da, wf
+        return step, inv_mass, center, factor, da, wf
 
     @property
     def model(self):
@@ -864,7 +951,7 @@ class RacingMH(MCMCKernel):
         ``num_likelihood_evals`` when they refresh."""
         if self.control_variate != "taylor" or self._subsampler is None:
             return 0
-        return int(round(self._subsampler.size * self._costs["proxy"]))
+        return int(round(self._subsampler.size * self._cost("proxy")))
 
     def refresh(self, state, model_args, model_kwargs):
         """Recompute what is cached for new conditioning values (``model_kwargs``): the
@@ -888,6 +975,10 @@ class RacingMH(MCMCKernel):
         new.model = wrapper(self._model)
         new._subsampler = None
         new._unravel = None
+        if self._automatic_proposal:
+            # a block of a Gibbs kernel: the conditional posterior moves with the other
+            # blocks, away from the Laplace approximation made at init
+            new._set_proposal("random_walk")
         return new
 
     def get_diagnostics_str(self, state):

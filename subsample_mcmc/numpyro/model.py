@@ -186,6 +186,37 @@ def _as_array(x, n: int):
     return x
 
 
+def split_data(model_args, model_kwargs):
+    """``(arrays, rebuild)``: the array leaves (NumPy or JAX, at least one dimension) of
+    ``(model_args, model_kwargs)`` and ``rebuild(arrays) -> (model_args, model_kwargs)``
+    with everything else (Python numbers, strings, ``None``, pandas objects) kept static."""
+    leaves, treedef = jax.tree.flatten((tuple(model_args), dict(model_kwargs or {})))
+    dynamic = [isinstance(v, (np.ndarray, jax.Array)) and np.ndim(v) > 0 for v in leaves]
+
+    def rebuild(arrays):
+        it = iter(arrays)
+        return jax.tree.unflatten(treedef, [next(it) if dyn else v for v, dyn in zip(leaves, dynamic)])
+
+    return [v for v, dyn in zip(leaves, dynamic) if dyn], rebuild
+
+
+def jit_with_data(fn, model_args, model_kwargs):
+    """``g(*xs) = fn(*xs, model_args, model_kwargs)``, jitted with the data arrays of
+    ``model_args`` / ``model_kwargs`` passed as arguments of the compiled program
+    (:func:`split_data`).
+
+    A jitted closure over the data would embed every array in the program as a
+    constant: at N = 1e5-1e6 that makes tracing and XLA compilation take seconds (the
+    constants are folded, copied and hashed)."""
+    arrays, rebuild = split_data(model_args, model_kwargs)
+
+    def call(arrays, *xs):
+        return fn(*xs, *rebuild(arrays))
+
+    jitted = jax.jit(call)
+    return functools.wraps(fn)(lambda *xs: jitted(arrays, *xs))
+
+
 def _first_line(e: BaseException) -> str:
     text = str(e).strip().splitlines()
     return text[0][:300] if text else ""
@@ -497,7 +528,7 @@ class ModelSubsampler:
         not raised."""
         n, errors = self.size, {}
 
-        def evaluate(values):
+        def evaluate(values, model_args, model_kwargs):
             out = {}
             if reference:
                 tr = self.full_trace(values, model_args, model_kwargs)
@@ -511,7 +542,7 @@ class ModelSubsampler:
                     errors[key], out[key] = e, None
             return out
 
-        return jax.device_get(jax.jit(evaluate)(values)), errors
+        return jax.device_get(jit_with_data(evaluate, model_args, model_kwargs)(values)), errors
 
     def _check_subsample_consistency(self, model_args, model_kwargs):
         """Compare the model evaluated on all the data with the model evaluated on a 3-point
