@@ -268,7 +268,7 @@ def steady_state_run(kernel, state, model_args, model_kwargs, num_steps: int, ex
 
 
 def timed_run(kernel, model_args, model_kwargs, *, num_warmup: int, num_samples: int, seed: int = 0,
-              extra_fields: tuple = (), num_steady: Optional[int] = None) -> TimedRun:
+              extra_fields: tuple = (), num_steady: Optional[int] = None, one_call: bool = False) -> TimedRun:
     """Time one chain end to end, then its steady-state cost.
 
     1. ``mcmc.warmup``: init (the kernel's own setup such as a MAP search or proxy sums),
@@ -278,18 +278,26 @@ def timed_run(kernel, model_args, model_kwargs, *, num_warmup: int, num_samples:
     3. :func:`steady_state_run` for ``num_steady`` (default ``num_samples``) more steps
        from ``mcmc.last_state``: compiled first, then timed.
 
-    The draws of 2 and 3 are consecutive stretches of one chain.
+    With ``one_call``, 1 and 2 are the single ``mcmc.run`` a user makes (init, one
+    compilation of the warmup-and-sampling loop, warmup, sampling): its time is
+    ``warmup_seconds`` and ``sampling_seconds`` is 0.  The draws of 2 and 3 are
+    consecutive stretches of one chain.
     """
     mcmc = MCMC(kernel, num_warmup=num_warmup, num_samples=num_samples, num_chains=1,
                 progress_bar=False)
     key = jax.random.PRNGKey(seed)
     t0 = time.perf_counter()
-    mcmc.warmup(key, *model_args, extra_fields=extra_fields, collect_warmup=False, **model_kwargs)
-    _block(mcmc.post_warmup_state)
-    t1 = time.perf_counter()
-    mcmc.run(mcmc.post_warmup_state.rng_key, *model_args, extra_fields=extra_fields, **model_kwargs)
-    samples = _block(mcmc.get_samples())
-    t2 = time.perf_counter()
+    if one_call:
+        mcmc.run(key, *model_args, extra_fields=extra_fields, **model_kwargs)
+        samples = _block(mcmc.get_samples())
+        t1 = t2 = time.perf_counter()
+    else:
+        mcmc.warmup(key, *model_args, extra_fields=extra_fields, collect_warmup=False, **model_kwargs)
+        _block(mcmc.post_warmup_state)
+        t1 = time.perf_counter()
+        mcmc.run(mcmc.post_warmup_state.rng_key, *model_args, extra_fields=extra_fields, **model_kwargs)
+        samples = _block(mcmc.get_samples())
+        t2 = time.perf_counter()
     extra = {k: np.asarray(v) for k, v in mcmc.get_extra_fields().items()}
     theta_s, extra_s, _, comp, run, rerun = steady_state_run(
         mcmc.sampler, mcmc.last_state, model_args, model_kwargs,

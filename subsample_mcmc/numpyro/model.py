@@ -214,7 +214,9 @@ def jit_with_data(fn, model_args, model_kwargs):
         return fn(*xs, *rebuild(arrays))
 
     jitted = jax.jit(call)
-    return functools.wraps(fn)(lambda *xs: jitted(arrays, *xs))
+    wrapped = functools.wraps(fn)(lambda *xs: jitted(arrays, *xs))
+    wrapped.lower = lambda *xs: jitted.lower(arrays, *xs)
+    return wrapped
 
 
 def _first_line(e: BaseException) -> str:
