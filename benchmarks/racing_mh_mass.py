@@ -82,8 +82,11 @@ def main():
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--study", choices=sorted(STUDIES), default="mass")
-    study = parser.parse_args().study
+    parser.add_argument("--models", nargs="+", default=None, help="a subset of the study's models")
+    cli = parser.parse_args()
+    study = cli.study
     models, variants, baseline = STUDIES[study]
+    models = models if cli.models is None else tuple(cli.models)
     warnings.simplefilter("ignore")
     results = {"study": study, "seeds": SEEDS, "command": " ".join(sys.argv), "models": {}}
     for name in models:
@@ -107,6 +110,10 @@ def main():
             row["ratio_to_old_default"] = row["min_ess_per_1000_mean"] / base["min_ess_per_1000_mean"]
             row["ratio_per_second"] = row["min_ess_per_second_mean"] / base["min_ess_per_second_mean"]
         results["models"][name] = {"kind": entry.kind, "N": entry.plate_size, "variants": rows}
+        write(results, study)  # after every model: a crash keeps what was measured
+
+
+def write(results, study):
     out = os.path.join(HERE, "results")
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, f"racing_mh_{study}.json"), "w") as f:
