@@ -125,18 +125,7 @@ def run_method(method, data, mode, ref_stats, laplace, sizes, seed, map_seconds)
     kernel = L.make_kernel(method, reference=mode, num_blocks=NUM_BLOCKS)
     # count kernel.init calls (NumPyro calls init again from `run` when a kernel has no
     # `_sample_fn` attribute); their time is part of the end-to-end time either way
-    init_log = {"calls": 0, "seconds": 0.0}
-    original_init = kernel.init
-
-    def counted_init(*a, **kw):
-        t = time.perf_counter()
-        out = original_init(*a, **kw)
-        jax.block_until_ready(out)
-        init_log["calls"] += 1
-        init_log["seconds"] += time.perf_counter() - t
-        return out
-
-    kernel.init = counted_init
+    init_log = L.count_init(kernel)
     args, kwargs = L.model_args_for(method, data, SUBSAMPLE_SIZE)
     fields = L.extra_fields_for(method)
     r = L.timed_run(kernel, args, kwargs, num_warmup=warmup, num_samples=samples, seed=seed,

@@ -45,7 +45,7 @@ __all__ = [
     "SAMPLERS", "make_kernel", "model_for", "extra_fields_for", "model_args_for", "timed_run",
     "TimedRun", "steady_state_run", "mean_sd_mcse", "notebook_config", "compare_means",
     "figure_mean_comparison", "figure_cost_vs_n", "benchmark_points", "figure_autocorr",
-    "likelihood_evals_per_iteration", "ess_summary", "compare_to_reference", "to_idata",
+    "likelihood_evals_per_iteration", "ess_summary", "compare_to_reference", "to_idata", "count_init",
 ]
 
 #: prior scales: ``w ~ N(0, PRIOR_W_SCALE^2 I)``, ``b ~ N(0, PRIOR_B_SCALE^2)``
@@ -265,6 +265,24 @@ def steady_state_run(kernel, state, model_args, model_kwargs, num_steps: int, ex
         return time.perf_counter() - t
 
     return theta, {k: np.asarray(v) for k, v in extra.items()}, last, t1 - t0, t2 - t1, rerun
+
+
+def count_init(kernel) -> dict:
+    """Wrap ``kernel.init`` to count its calls and their time (``{"calls", "seconds"}``,
+    updated in place; the time is part of the end-to-end time either way)."""
+    log = {"calls": 0, "seconds": 0.0}
+    original = kernel.init
+
+    def init(*a, **kw):
+        t = time.perf_counter()
+        out = original(*a, **kw)
+        jax.block_until_ready(out)
+        log["calls"] += 1
+        log["seconds"] += time.perf_counter() - t
+        return out
+
+    kernel.init = init
+    return log
 
 
 def timed_run(kernel, model_args, model_kwargs, *, num_warmup: int, num_samples: int, seed: int = 0,

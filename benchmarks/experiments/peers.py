@@ -372,23 +372,6 @@ class SamplerRun(NamedTuple):
     info: dict
 
 
-def _counted_init(kernel):
-    """Wrap ``kernel.init`` to count its calls and time (part of the warmup time)."""
-    log = {"calls": 0, "seconds": 0.0}
-    original = kernel.init
-
-    def init(*a, **kw):
-        t = time.perf_counter()
-        out = original(*a, **kw)
-        jax.block_until_ready(out)
-        log["calls"] += 1
-        log["seconds"] += time.perf_counter() - t
-        return out
-
-    kernel.init = init
-    return log
-
-
 #: time the NumPyro samplers' end to end as one ``mcmc.run`` (``timed_run(one_call=True)``)
 #: instead of ``mcmc.warmup`` + ``mcmc.run``; set by ``peers_real_data.py --one-call``
 ONE_CALL = {"value": False}
@@ -397,7 +380,7 @@ ONE_CALL = {"value": False}
 def _numpyro_run(name, kernel, args, kwargs, fields, sizes, seed, retime_rounds, *, evals_fn, setup_seconds=0.0,
                  setup_evals=None, info=None) -> SamplerRun:
     warmup, samples, steady = (int(v) for v in sizes)
-    log = _counted_init(kernel)
+    log = L.count_init(kernel)
     r = L.timed_run(kernel, args, kwargs, num_warmup=warmup, num_samples=samples, seed=seed, extra_fields=fields,
                     num_steady=steady, **({"one_call": True} if ONE_CALL["value"] else {}))
     times = [r.steady_seconds]

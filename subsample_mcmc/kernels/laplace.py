@@ -175,11 +175,11 @@ def newton_ascent(value_fn: Callable, grad_hess_fn: Callable, x: jax.Array, valu
     Each iteration computes ``(g, H, aux) = grad_hess_fn(x)`` (one pass) and stops when
     the Newton decrement is below ``tol`` or ``max_steps`` steps were taken; otherwise it
     backtracks ``t = 1, 1/2, ...`` (one ``value_fn`` pass each) until ``value_fn(x + t d)``
-    is finite and larger than ``value`` (less its floating-point rounding, ``32 eps |value|``:
-    in float32 the last steps' gains near the mode are below the rounding of an N-term
-    sum, and refusing them leaves the point a fraction of a posterior sd off the mode).  When the step ``2t`` was refused for a
-    non-finite value, the support boundary lies between: bisection moves the point up
-    to it.  No acceptable step (the trial point no longer differs from ``x`` in floating
+    is finite and larger than ``value`` (less its floating-point rounding, ``32 eps
+    |value|``: in float32 the last steps' gains near the mode are below the rounding of an
+    N-term sum, and refusing them leaves the point a fraction of a posterior sd off the
+    mode).  When the step ``2t`` was refused for a non-finite value, the support boundary
+    lies between: bisection moves the point up to it.  No acceptable step (the trial point no longer differs from ``x`` in floating
     point): stop.  The gradient and Hessian returned are those at the returned point.
 
     Args:

@@ -6,7 +6,8 @@ A proposal is a :class:`Proposal`, a callable
 
 on a flat position ``x`` (``[p]``) and an inverse mass matrix or a
 :class:`Preconditioner`; ``log q`` is returned up to a constant common to both
-directions (only ``log q(x|x') - log q(x'|x)`` enters the MH ratio).  The inverse mass matrix ``M^{-1} = L L'`` is ``None``
+directions (only ``log q(x|x') - log q(x'|x)`` enters the MH ratio).  The inverse mass
+matrix ``M^{-1} = L L'`` is ``None``
 (the identity), a ``[p]`` diagonal or a ``[p, p]`` dense matrix (:func:`preconditioner`);
 the inverse Hessian at the mode makes a Laplace-shaped move.
 

@@ -120,7 +120,8 @@ class RacingMH(MCMCKernel):
               and the independence sampler then under-covers the tail while R-hat and
               ESS look fine (seen on a 12-group Poisson model: sd of ``tau`` 18% low).
               Use it for GLM-like posteriors at large N; check against the random walk.
-              Not used as a block of a Gibbs kernel by default.
+              Not for a block of a Gibbs kernel, whose conditional moves away from the
+              Laplace approximation made at ``init``.
             * ``"langevin"``: SGLD drift from a mini-batch gradient, corrected by the racing
               MH test (target acceptance 0.574).
         step_size: initial step size (adapted during warmup when ``adapt_step_size``).
@@ -269,7 +270,6 @@ class RacingMH(MCMCKernel):
         self.model = model
         self._user_target_accept = target_accept_prob
         self._set_proposal("random_walk" if proposal is None else proposal)  # ValueError naming the choices
-        self._automatic_proposal = proposal is None
         self._step_size = step_size
         self.adapt_step_size = adapt_step_size
         self.adapt_mass_matrix = adapt_mass_matrix
@@ -972,10 +972,6 @@ class RacingMH(MCMCKernel):
         new.model = wrapper(self._model)
         new._subsampler = None
         new._unravel = None
-        if self._automatic_proposal:
-            # a block of a Gibbs kernel: the conditional posterior moves with the other
-            # blocks, away from the Laplace approximation made at init
-            new._set_proposal("random_walk")
         return new
 
     def get_diagnostics_str(self, state):
