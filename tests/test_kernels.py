@@ -1,5 +1,7 @@
 """Pure racing MH / Gibbs transitions: exactness when forced to read all, known posteriors."""
 
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -142,7 +144,7 @@ def test_crank_nicolson_densities_make_it_reversible_for_its_gaussian():
     eps = 0.8
     rho = 1 / np.sqrt(1 + eps**2)
     keys = jax.random.split(jax.random.PRNGKey(3), 20000)
-    props, fwd, bwd = jax.vmap(lambda k: crank_nicolson()(k, x0, eps, jnp.asarray(cov, jnp.float32), None,
+    props, fwd, bwd = jax.vmap(lambda k: crank_nicolson(math.inf)(k, x0, eps, jnp.asarray(cov, jnp.float32), None,
                                                          jnp.asarray(c, jnp.float32)))(keys)
     props = np.asarray(props, np.float64)
     mean = c + rho * (np.asarray(x0) - c)
@@ -156,11 +158,90 @@ def test_crank_nicolson_densities_make_it_reversible_for_its_gaussian():
     expected = np.array([log_q(p, x0n) - log_q(x0n, p) for p in props[:200]])
     np.testing.assert_allclose(np.asarray(fwd - bwd)[:200], expected, rtol=1e-3, atol=2e-3)
     # eps = inf: the independence sampler from N(c, S)
-    ind, _, _ = jax.vmap(lambda k: crank_nicolson()(k, x0, jnp.inf, jnp.asarray(cov, jnp.float32), None,
+    ind, _, _ = jax.vmap(lambda k: crank_nicolson(math.inf)(k, x0, jnp.inf, jnp.asarray(cov, jnp.float32), None,
                                                      jnp.asarray(c, jnp.float32)))(keys)
     np.testing.assert_allclose(np.asarray(ind).mean(0), c, atol=0.04)
     with pytest.raises(ValueError, match="center"):
         crank_nicolson()(keys[0], x0, eps, None, None)
+
+
+def test_crank_nicolson_t_reference_leaves_its_student_t_invariant():
+    """With the t reference the move (draw u | x ~ InvGamma((nu + p)/2, (nu + q(x))/2), then
+    pCN at scale u) must leave t_nu(c, S) invariant on its own -- the MH ratio is 1 when the
+    target is that t -- and its returned pair must be (log t(x'), log t(x)) up to one
+    constant.  Checked from exact t draws against scipy's multivariate t: a wrong shape
+    of u's conditional (nu/2 instead of (nu + p)/2) moves the radius law and fails."""
+    from subsample_mcmc.kernels import crank_nicolson
+
+    nu, p = 5.0, 3
+    cov = np.array([[2.0, 0.9, 0.0], [0.9, 1.0, 0.3], [0.0, 0.3, 0.5]])
+    c = np.array([1.0, -2.0, 0.5])
+    t = stats.multivariate_t(loc=c, shape=cov, df=nu)
+    x0 = jnp.asarray(t.rvs(size=20000, random_state=np.random.default_rng(0)), jnp.float32)
+    keys = jax.random.split(jax.random.PRNGKey(5), x0.shape[0])
+    prop = crank_nicolson(nu)
+    new, fwd, bwd = jax.vmap(lambda k, x: prop(k, x, 0.7, jnp.asarray(cov, jnp.float32), None,
+                                               jnp.asarray(c, jnp.float32)))(keys, x0)
+    new = np.asarray(new, np.float64)
+    # the radius law of t: q(x)/p ~ F(p, nu)
+    prec = np.linalg.inv(cov)
+    radius = np.einsum("ni,ij,nj->n", new - c, prec, new - c) / p
+    assert stats.kstest(radius, stats.f(p, nu).cdf).pvalue > 1e-3
+    assert abs(np.mean(new[:, 0] <= c[0]) - 0.5) < 0.015
+    x0n = np.asarray(x0, np.float64)
+    expected = t.logpdf(new[:300]) - t.logpdf(x0n[:300])
+    np.testing.assert_allclose(np.asarray(fwd - bwd)[:300], expected, rtol=1e-3, atol=2e-3)
+    # the move is not the identity and, at this eps, not an independence draw
+    moved = np.linalg.norm(new - x0n, axis=1)
+    assert np.median(moved) > 0.3 and np.corrcoef(new[:, 0], x0n[:, 0])[0, 1] > 0.3
+    with pytest.raises(ValueError, match="df"):
+        crank_nicolson(-1.0)
+
+
+def _rare_event_chains(proposal, n_chains=8, n_steps=20000):
+    """Exact-MH pCN chains at eps = inf on a rare-event Poisson rate: 3 events in N = 2000,
+    s = log rate, posterior ~ exp(3 s - N e^s) -- a log-gamma with an exponential left
+    tail, heavier than its Laplace approximation N(log(3/N), 1/3)."""
+    n, k = 2000, 3
+    y = jnp.zeros(n).at[:k].set(1.0)
+    mode = jnp.array([np.log(k / n)])
+
+    def log_lik(x, idx):
+        return y[idx] * x[0] - jnp.exp(x[0])
+
+    step = build_kernel(proposal, method="exact")
+
+    def run(key):
+        def body(state, kk):
+            state, _ = step(kk, state, log_prior, log_lik, n, jnp.inf, jnp.array([1.0 / k]), center=mode)
+            return state, state.position[0]
+
+        return jax.lax.scan(body, init(mode), jax.random.split(key, n_steps))[1]
+
+    xs = jax.jit(jax.vmap(run))(jax.random.split(jax.random.PRNGKey(0), n_chains))
+    grid = np.linspace(-25.0, 0.0, 200001)
+    log_post = k * grid - n * np.exp(grid) - 0.5 * (grid / PRIOR_SD) ** 2
+    cdf = np.cumsum(np.exp(log_post - log_post.max()))
+    q01 = grid[np.searchsorted(cdf / cdf[-1], 0.01)]
+    return np.asarray(xs, np.float64)[:, 500:], q01
+
+
+def test_crank_nicolson_t_reference_covers_a_tail_its_gaussian_misses():
+    """The tail the default (Student-t) reference exists for: on a posterior whose left tail
+    is exponential, each independence chain puts 1% of its draws below the exact 1%
+    quantile (binomial spread across chains); with the Gaussian reference pi/N is
+    unbounded, chains stick in the tail or miss it, and the same check fails."""
+    from subsample_mcmc.kernels import crank_nicolson
+
+    def tail_spread(xs, q01):
+        freq = (xs < q01).mean(axis=1)
+        binomial_sd = np.sqrt(0.01 * 0.99 / xs.shape[1])
+        return abs(freq.mean() - 0.01), freq.std(ddof=1) / binomial_sd
+
+    bias, spread = tail_spread(*_rare_event_chains(crank_nicolson()))
+    assert bias < 0.0015 and spread < 2.5, (bias, spread)
+    bias_g, spread_g = tail_spread(*_rare_event_chains(crank_nicolson(math.inf)))
+    assert spread_g > 3.0, (bias_g, spread_g)
 
 
 def test_crank_nicolson_chain_targets_the_posterior_not_its_gaussian():

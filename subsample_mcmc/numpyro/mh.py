@@ -1,10 +1,11 @@
 r"""``RacingMH``: a NumPyro ``MCMCKernel`` whose MH test is a two-arm race (Eq. 12).
 
-Each step proposes ``x'`` in the unconstrained space -- by default a Gaussian random
-walk shaped by the Laplace covariance; or a preconditioned Crank-Nicolson move around
-the Laplace approximation found at ``init`` (nearly an independent draw from it when the
-posterior is close to Gaussian; opt-in, see ``proposal``); or a mini-batch Langevin/SGLD
-move with its exact forward and reverse densities -- then decides
+Each step proposes ``x'`` in the unconstrained space -- by default a preconditioned
+Crank-Nicolson move around a Student-t built on the Laplace approximation found at
+``init`` (nearly an independent draw when the posterior is close to Gaussian, a local
+move when it is not; see ``proposal``); or a Gaussian random walk shaped by the Laplace
+covariance; or a mini-batch Langevin/SGLD move with its exact forward and reverse
+densities -- then decides
 the Metropolis-Hastings test by racing the per-datum log-likelihoods of ``x`` and
 ``x'`` (Racing-Normal by default; Racing-EBS or adapted lil'UCB as options), reading
 the data plate without replacement and stopping as soon as the bound separates the
@@ -105,29 +106,32 @@ class RacingMH(MCMCKernel):
             :class:`~subsample_mcmc.numpyro.model.ModelSubsampler` for the contract).
         proposal: how ``x'`` is proposed (:mod:`~subsample_mcmc.kernels.proposals`):
 
-            * ``"random_walk"`` (the default, ``None``): ``x' = x + eps L z`` (target
-              acceptance 0.234).
-            * ``"crank_nicolson"`` (opt-in): ``x' = c + rho (x - c) + sqrt(1 - rho^2) L z``
-              with ``rho = 1/sqrt(1 + eps^2)``, ``L L'`` the inverse mass matrix (the
-              Laplace covariance) and ``c`` the mode -- reversible with respect to the
-              Laplace approximation ``N(c, L L')``, so the MH ratio is the target's ratio
-              to that Gaussian and, with the Taylor proxy, the race reads residuals of
-              third order.  Warmup adapts ``eps`` toward ``target_accept_prob`` (0.5);
-              near the Bernstein-von Mises regime ``eps -> inf`` and the chain makes
-              nearly independent draws.  **Not the default**: where the
-              posterior has heavier tails than the Laplace approximation (a hierarchical
-              scale ``tau``), acceptance can stay above the target with ``eps -> inf``,
-              and the independence sampler then under-covers the tail while R-hat and
-              ESS look fine (seen on a 12-group Poisson model: sd of ``tau`` 18% low).
-              Use it for GLM-like posteriors at large N; check against the random walk.
-              Not for a block of a Gibbs kernel, whose conditional moves away from the
-              Laplace approximation made at ``init``.
+            * ``"crank_nicolson"`` (the default, ``None``): ``x' = c + rho (x - c) +
+              sqrt(1 - rho^2) sqrt(u) L z`` with ``rho = 1/sqrt(1 + eps^2)``, ``L L'`` the
+              inverse mass matrix (the Laplace covariance), ``c`` the mode and ``u`` a
+              scale drawn from its conditional given ``x`` -- reversible with respect to
+              the Student-t ``t_5(c, L L')`` built on the Laplace approximation, so the MH
+              ratio is the target's ratio to that t and, with the Taylor proxy, the race
+              reads residuals of third order.  Warmup adapts ``eps`` toward
+              ``target_accept_prob`` (0.5): near the Bernstein-von Mises regime ``eps ->
+              inf`` and the chain makes nearly independent draws at the cost of a short
+              race; where the Laplace approximation is poor, acceptance falls and ``eps``
+              shrinks to a local move.  The t's polynomial tails keep ``target / t``
+              bounded for posteriors with heavier tails than the Laplace approximation (a
+              hierarchical scale, a rare-event rate), where the Gaussian's independence
+              sampler under-covers the tail while R-hat and ESS look fine
+              (:func:`~subsample_mcmc.kernels.proposals.crank_nicolson`; pass
+              ``crank_nicolson(df=math.inf)`` for the Gaussian).  In a Gibbs block the
+              centre would stay the mode of the conditional met at ``init`` while the
+              other blocks move the conditional: a block of a Gibbs kernel (``RacingGibbs``'s
+              ``inner_kernel``, NumPyro's ``Gibbs``) uses the random walk by default.
+            * ``"random_walk"``: ``x' = x + eps L z`` (target acceptance 0.234).
             * ``"langevin"``: SGLD drift from a mini-batch gradient, corrected by the racing
               MH test (target acceptance 0.574).
         step_size: initial step size (adapted during warmup when ``adapt_step_size``).
-        target_accept_prob: target of the step-size adaptation (default 0.234 for the
-            random walk, 0.574 for Langevin -- the optimal-scaling values -- and 0.5 for
-            Crank-Nicolson).
+        target_accept_prob: target of the step-size adaptation (default 0.5 for
+            Crank-Nicolson, 0.234 for the random walk and 0.574 for Langevin -- the
+            optimal-scaling values).
         adapt_step_size: adapt the step size over warmup (dual averaging).
         adapt_mass_matrix: re-estimate the inverse mass matrix from the warmup draws
             (15% to 50% of warmup; Welford, regularised as in Stan).  Default ``None``:
@@ -269,7 +273,8 @@ class RacingMH(MCMCKernel):
             raise ValueError(f"target_accept_prob must lie in (0, 1), got {target_accept_prob}")
         self.model = model
         self._user_target_accept = target_accept_prob
-        self._set_proposal("random_walk" if proposal is None else proposal)  # ValueError naming the choices
+        self._automatic_proposal = proposal is None
+        self._set_proposal("crank_nicolson" if proposal is None else proposal)  # ValueError naming the choices
         self._step_size = step_size
         self.adapt_step_size = adapt_step_size
         self.adapt_mass_matrix = adapt_mass_matrix
@@ -967,8 +972,20 @@ class RacingMH(MCMCKernel):
         return jax.vmap(one)(state) if getattr(self, "_vectorized", False) else one(state)
 
     def wrap_model(self, wrapper):
-        """A copy running on ``wrapper(model)`` (NumPyro's composable-kernel API)."""
+        """A copy running on ``wrapper(model)`` (NumPyro's composable-kernel API: a block of
+        NumPyro's ``Gibbs`` or of :class:`~subsample_mcmc.numpyro.RacingGibbs`).  A block's
+        conditional moves with the other blocks, away from any centre fixed at ``init``, and
+        a centred proposal would stick there: the default proposal of a block is the
+        random walk, and an explicit centred one warns."""
         new = copy.copy(self)
+        if self._automatic_proposal:
+            new._set_proposal("random_walk")
+        elif self._proposal.uses_center:
+            warnings.warn(
+                f"RacingMH(proposal={self.proposal!r}) as a block of a Gibbs kernel moves around the mode of the "
+                "conditional met at init; when the other blocks move the conditional, the chain sticks. Leave "
+                "proposal unset (a block then uses the random walk) or pass proposal='random_walk'.",
+                UserWarning, stacklevel=2)
         new.model = wrapper(self._model)
         new._subsampler = None
         new._unravel = None
