@@ -311,12 +311,14 @@ RACING_VARIANTS = {
     "racing": {},
     "racing_rw": {"proposal": "random_walk"},
     "racing_langevin": {"proposal": "langevin"},
+    "racing_cn": {"proposal": "crank_nicolson"},
 }
 
 SAMPLERS = {
     "racing": "RacingMH(logistic_model), the product's defaults",
     "racing_rw": "RacingMH, proposal='random_walk' (other options default)",
     "racing_langevin": "RacingMH, proposal='langevin' (other options default)",
+    "racing_cn": "RacingMH, proposal='crank_nicolson' (Student-t df 5 around the Laplace approximation)",
     "nuts": "NumPyro NUTS, full data, dense mass matrix",
     "nuts_diag": "NumPyro NUTS, full data, NumPyro's default diagonal mass",
     "nuts_laplace": "NumPyro NUTS, full data, dense mass = Laplace covariance at the Newton MAP (fixed), "
