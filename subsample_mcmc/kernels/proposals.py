@@ -49,7 +49,7 @@ import jax.numpy as jnp
 
 __all__ = [
     "Preconditioner", "preconditioner", "Proposal", "random_walk", "langevin", "crank_nicolson", "CRANK_NICOLSON_DF",
-    "PROPOSALS", "get_proposal",
+    "PROPOSALS", "get_proposal", "either", "pareto_k_hat", "reference_k_hat", "K_HAT_MAX",
 ]
 
 
@@ -203,12 +203,108 @@ def crank_nicolson(df: Optional[float] = CRANK_NICOLSON_DF) -> Proposal:
             new = center + rho * (position - center) + root * pre.scale(z)
             return new, -0.5 * radius2(new), -0.5 * r2
         nu = jnp.asarray(df, position.dtype)
-        shape = 0.5 * (nu + p)
-        u = 0.5 * (nu + r2) / jax.random.gamma(key_u, shape, dtype=position.dtype)  # u | x, inverse gamma
+        u = 0.5 * (nu + r2) / jax.random.gamma(key_u, 0.5 * (nu + p), dtype=position.dtype)  # u | x, inverse gamma
         new = center + rho * (position - center) + root * jnp.sqrt(u) * pre.scale(z)
-        return new, -shape * jnp.log1p(radius2(new) / nu), -shape * jnp.log1p(r2 / nu)
+        return new, _log_student_t(radius2(new), nu, p), _log_student_t(r2, nu, p)
 
     return Proposal("crank_nicolson", False, propose, uses_center=True)
+
+
+def _log_student_t(r2, nu, p):
+    """``log t_nu(x)`` of the ``p``-variate Student-t up to a constant, from the whitened squared radius
+    ``r2 = |L^{-1}(x - c)|^2``: ``-(nu + p)/2 log(1 + r2 / nu)``."""
+    return -0.5 * (nu + p) * jnp.log1p(r2 / nu)
+
+
+def either(use_second, first: Proposal, second: Proposal) -> Proposal:
+    """The proposal ``second`` where the (traced) flag ``use_second`` holds, else ``first``.
+
+    Both are computed and one is kept (they cost ``O(p^2)``; the race that follows is the step's cost), so that
+    a flag carried in a chain's state selects the move under ``jit`` and ``vmap`` without two compiled races.
+    """
+    uses_center = first.uses_center or second.uses_center
+
+    def propose(key, position, step_size, inverse_mass_matrix, gradient_fn, center=None):
+        a = first(key, position, step_size, inverse_mass_matrix, gradient_fn, center)
+        b = second(key, position, step_size, inverse_mass_matrix, gradient_fn, center)
+        return tuple(jnp.where(use_second, v, u) for u, v in zip(a, b))
+
+    return Proposal(f"{first.name}|{second.name}", first.uses_gradient or second.uses_gradient, propose, uses_center)
+
+
+#: the largest :func:`reference_k_hat` for which the automatic choice of
+#: :class:`~subsample_mcmc.numpyro.RacingMH` moves by :func:`crank_nicolson` (bounded weights have ``k <= 0``)
+K_HAT_MAX = 0.0
+
+
+def pareto_k_hat(log_weights: jax.Array) -> jax.Array:
+    r"""The Pareto shape ``k`` of the upper tail of importance weights, PSIS's diagnostic (Vehtari, Simpson, Gelman,
+    Yao & Gabry 2024, *Pareto smoothed importance sampling*, JMLR 25(72), Sec. 3 and App. C).
+
+    Of ``S`` log weights (a static length), the ``M = ceil(min(S/5, 3 sqrt(S)))`` largest weights' exceedances
+    ``x_i = w_(S-M+i) - w_(S-M)`` over the next largest are fitted by a generalized Pareto distribution
+    ``1 - (1 + k x / sigma)^(-1/k)`` with Zhang & Stephens's (2009, *Technometrics* 51(3)) empirical-Bayes
+    estimate: on the grid ``theta_j = 1/x_(M) + (1 - sqrt(m / (j - 1/2))) / (3 x_(q))``, ``j = 1..m``,
+    ``m = 30 + floor(sqrt(M))``, ``x_(q)`` the lower quartile, the profile ``k(theta) = mean_i log(1 - theta x_i)``
+    (this sign: ``k > 0`` is a heavy tail) has log likelihood ``M (log(-theta / k) - k - 1)``; ``theta`` is its
+    likelihood-weighted mean, ``k = mean_i log(1 - theta x_i)``, shrunk to ``(M k + 10 * 0.5) / (M + 10)`` (the
+    weakly informative prior of App. C).  ``k < 0``: bounded weights; ``k < 1/2``: finite variance; ``k > 0.7``:
+    importance sampling is unreliable.  ``-inf`` when the top weights are all equal (the target is the
+    reference).  ``-inf`` log weights (points outside the target's support) are allowed.  Traceable.
+
+    Example:
+        >>> import jax
+        >>> x = jax.random.t(jax.random.PRNGKey(0), 5.0, (4000,))  # Cauchy / t_5 weights: tail index 4/5
+        >>> lw = jax.scipy.stats.cauchy.logpdf(x) - jax.scipy.stats.t.logpdf(x, 5.0)
+        >>> 0.6 < float(pareto_k_hat(lw)) < 1.0
+        True
+    """
+    lw = jnp.sort(jnp.asarray(log_weights))
+    s = lw.shape[0]
+    m_tail = int(math.ceil(min(s / 5.0, 3.0 * math.sqrt(s))))
+    top = lw[-1]
+    x = jnp.exp(lw[s - m_tail:] - top) - jnp.exp(lw[s - m_tail - 1] - top)  # ascending exceedances, x_(M) = max
+    grid = 30 + int(math.sqrt(m_tail))
+    j = jnp.arange(1, grid + 1, dtype=x.dtype)
+    quartile = x[int(m_tail / 4 + 0.5) - 1]
+    safe_max, safe_q = jnp.where(x[-1] > 0, x[-1], 1.0), jnp.where(quartile > 0, quartile, x[-1])
+    safe_q = jnp.where(safe_q > 0, safe_q, 1.0)
+    theta = 1.0 / safe_max + (1.0 - jnp.sqrt(grid / (j - 0.5))) / (3.0 * safe_q)
+    k_of = jnp.mean(jnp.log1p(-theta[:, None] * x[None, :]), axis=1)
+    log_lik = m_tail * (jnp.log(-theta / k_of) - k_of - 1.0)
+    theta_hat = jnp.sum(jax.nn.softmax(jnp.where(jnp.isfinite(log_lik), log_lik, -jnp.inf)) * theta)
+    k = jnp.mean(jnp.log1p(-theta_hat * x))
+    k = (m_tail * k + 10 * 0.5) / (m_tail + 10)
+    return jnp.where(x[-1] > 0, k, -jnp.inf)
+
+
+def reference_k_hat(key, log_density: Callable, center, inverse_mass_matrix, df: Optional[float] = CRANK_NICOLSON_DF,
+                    num_draws: int = 4000, cholesky=None) -> jax.Array:
+    r""":func:`pareto_k_hat` of the weights ``pi / t`` of ``num_draws`` draws from :func:`crank_nicolson`'s
+    reference ``t_df(c, M^{-1})`` (``df=inf``: the Gaussian), ``pi = exp(log_density)`` unnormalised.
+
+    The Crank-Nicolson chain's MH ratio is ``w(x') / w(x)``, ``w = pi / t``: with ``w`` bounded (``k <= 0``) the
+    independence regime is uniformly ergodic (Mengersen & Tweedie 1996, Thm 2.1); with ``w`` unbounded the chain
+    sticks where ``w`` is large and finite runs under-cover those regions, silently.  A centred hierarchical
+    model's funnel (the population mean's spread grows like ``tau``, the t's only like the radius) gives
+    ``k`` of about 0.4 on the Laplace t; a GLM, whose posterior is lighter-tailed than the t, ``k`` well below
+    0.  ``log_density`` is evaluated ``num_draws`` times (``vmap``): pass a cheap one, such as the prior plus the
+    Taylor proxy's quadratic sum (:func:`~subsample_mcmc.kernels.proxy.proxy_sum`), which reads no data.
+    Traceable.
+    """
+    center = jnp.asarray(center)
+    pre = preconditioner(inverse_mass_matrix, center, cholesky)
+    p = center.shape[0]
+    key_z, key_u = jax.random.split(key)
+    z = jax.random.normal(key_z, (num_draws, p), center.dtype)
+    gaussian = df is None or math.isinf(float(df))
+    u = (jnp.ones((num_draws,), center.dtype) if gaussian
+         else 0.5 * df / jax.random.gamma(key_u, 0.5 * df, (num_draws,), center.dtype))
+    x = center + jnp.sqrt(u)[:, None] * jax.vmap(pre.scale)(z)
+    r2 = u * jnp.sum(z * z, axis=1)
+    log_t = -0.5 * r2 if gaussian else _log_student_t(r2, df, p)
+    lw = jax.vmap(log_density)(x) - log_t
+    return pareto_k_hat(jnp.where(jnp.isnan(lw), -jnp.inf, lw))
 
 
 #: the proposals by name (the ``proposal=`` vocabulary of the NumPyro kernels)

@@ -60,8 +60,8 @@ from ..kernels import mh as mh_kernel
 from ..kernels.cost import evaluation_equivalents
 from ..kernels.gradients import minibatch_log_density, random_batch
 from ..kernels.laplace import adam_ascent, adam_schedule, inverse_mass, last_finite, log_density_sum, newton_ascent
-from ..kernels.proposals import get_proposal, preconditioner
-from ..kernels.proxy import TaylorProxy, proxy_residual, taylor_proxy
+from ..kernels.proposals import K_HAT_MAX, crank_nicolson, either, get_proposal, preconditioner, reference_k_hat
+from ..kernels.proxy import TaylorProxy, proxy_residual, proxy_sum, taylor_proxy
 from ..racing import METHODS
 from ..racing.race import _run_at_most_once
 from .control import DataSpaceControlVariate
@@ -88,6 +88,8 @@ class RacingMHState(NamedTuple):
     race_cost: jax.Array = 0.0  # race evaluations summed over the decision window of warmup
     center: Optional[jax.Array] = None  # flat mean of the Gaussian a centred proposal moves around
     mass_factor: Optional[jax.Array] = None  # Cholesky factor of a dense inverse mass matrix (else None)
+    crank_nicolson: jax.Array = False  # the chain moves by Crank-Nicolson-t (else the proposal named, or the walk)
+    laplace_k_hat: jax.Array = jnp.nan  # Pareto k of target / Laplace t at init (the automatic choice; else NaN)
 
 
 _DA_INIT, _DA_UPDATE = dual_averaging()
@@ -275,6 +277,8 @@ class RacingMH(MCMCKernel):
         self._user_target_accept = target_accept_prob
         self._automatic_proposal = proposal is None
         self._set_proposal("random_walk" if proposal is None else proposal)  # ValueError naming the choices
+        if self._automatic_proposal:
+            self.proposal = "automatic"
         self._step_size = step_size
         self.adapt_step_size = adapt_step_size
         self.adapt_mass_matrix = adapt_mass_matrix
@@ -544,8 +548,18 @@ class RacingMH(MCMCKernel):
             g = proxy.grad_sum + jax.grad(lp)(proxy.reference)
             center = proxy.reference + (inv_mass @ g if inv_mass.ndim == 2 else inv_mass * g)
         self._mass_from_full_data = search is not None or self.control_variate == "taylor"
-        step = self._step_size or self._initial_step_size(d)
-        step = jnp.asarray(step, flat.dtype)
+        factor = jnp.linalg.cholesky(inv_mass.astype(flat.dtype)) if inv_mass.ndim == 2 else None
+        use_cn = jnp.asarray(self._proposal.name == "crank_nicolson")
+        k_hat = jnp.asarray(jnp.nan, flat.dtype)
+        if self._automatic_proposal and proxy is not None:
+            # prior + the proxy's quadratic sum against the Laplace t: no data read
+            k_hat = reference_k_hat(jax.random.fold_in(rng_key, 1), lambda v: lp(v) + proxy_sum(proxy, v),
+                                    center.astype(flat.dtype), inv_mass.astype(flat.dtype), cholesky=factor)
+            use_cn = k_hat <= K_HAT_MAX
+        if self._step_size:
+            step = jnp.asarray(self._step_size, flat.dtype)
+        else:
+            step = jnp.where(use_cn, 1.0, self._initial_step_size(d)).astype(flat.dtype)
         state = RacingMHState(
             i=jnp.array(0),
             z=unravel(flat),
@@ -563,7 +577,9 @@ class RacingMH(MCMCKernel):
             log_lik_sum=jnp.asarray(jnp.nan, flat.dtype),
             race_cost=jnp.zeros((), flat.dtype),
             center=center.astype(flat.dtype),
-            mass_factor=jnp.linalg.cholesky(inv_mass.astype(flat.dtype)) if inv_mass.ndim == 2 else None,
+            mass_factor=factor,
+            crank_nicolson=use_cn,
+            laplace_k_hat=k_hat,
         )
         if not report:
             return state
@@ -810,7 +826,10 @@ class RacingMH(MCMCKernel):
         key, key_step = jax.random.split(state.rng_key)
         b = min(self.grad_batch_size, ms.size)
         gradient_cost = self._cost("gradient") if self._proposal.uses_gradient else 1.0
-        kernel_options = dict(proposal=self._proposal, grad_batch_size=b, gradient_point_cost=gradient_cost)
+        proposal = self._proposal
+        if self._automatic_proposal:  # the choice made at init, carried in the state
+            proposal = either(state.crank_nicolson, self._proposal, crank_nicolson())
+        kernel_options = dict(proposal=proposal, grad_batch_size=b, gradient_point_cost=gradient_cost)
         call = dict(log_prior_fn=self._log_prior_fn(model_args, model_kwargs),
                     log_likelihood_fn=self._log_lik_fn(model_args, model_kwargs), population_size=ms.size,
                     step_size=state.step_size, proxy=state.proxy, center=state.center,
@@ -853,7 +872,7 @@ class RacingMH(MCMCKernel):
             num_likelihood_evals=info.num_likelihood_evals.astype(jnp.int32),
             race_stage=info.race_stage.astype(jnp.int32), da_state=da, welford_state=wf,
             proxy=state.proxy, rng_key=key, exact_mode=exact_mode, log_lik_sum=ll_sum, race_cost=race_cost,
-            center=center, mass_factor=factor,
+            center=center, mass_factor=factor, crank_nicolson=state.crank_nicolson, laplace_k_hat=state.laplace_k_hat,
         )
 
     def _cost_window(self):
@@ -897,7 +916,10 @@ class RacingMH(MCMCKernel):
         step, inv_mass, da, wf = state.step_size, state.inverse_mass_matrix, state.da_state, state.welford_state
         center, factor = state.center, state.mass_factor
         if self.adapt_step_size:
-            da_new = _DA_UPDATE(self.target_accept_prob - accept, da)
+            target = self.target_accept_prob
+            if self._automatic_proposal and self._user_target_accept is None:
+                target = jnp.where(state.crank_nicolson, _TARGET_ACCEPT["crank_nicolson"], target)
+            da_new = _DA_UPDATE(target - accept, da)
             da = jax.tree.map(lambda a, b: jnp.where(in_warmup, a, b), da_new, da)
             step = jnp.where(in_warmup, jnp.exp(da[0]), step)
             step = jnp.where(t == adapt_end - 1, jnp.exp(da[1]), step)  # final: the averaged iterate
@@ -979,6 +1001,7 @@ class RacingMH(MCMCKernel):
         random walk, and an explicit centred one warns."""
         new = copy.copy(self)
         if self._automatic_proposal:
+            new._automatic_proposal = False
             new._set_proposal("random_walk")
         elif self._proposal.uses_center:
             warnings.warn(
@@ -993,8 +1016,14 @@ class RacingMH(MCMCKernel):
 
     def get_diagnostics_str(self, state):
         exact = float(jnp.mean(state.exact_mode))
-        return "step {:.2e}, acc. {:.2f}, evals/step {}{}".format(
-            float(jnp.mean(state.step_size)), float(jnp.mean(state.mean_accept_prob)),
+        cn = float(jnp.mean(state.crank_nicolson))
+        if cn > 0:  # Crank-Nicolson's eps can be inf (independence draws): show rho = 1 / sqrt(1 + eps^2)
+            rho = float(jnp.mean(1.0 / jnp.sqrt(1.0 + jnp.asarray(state.step_size, jnp.float32) ** 2)))
+            move = "pCN-t rho {:.2f}".format(rho) + ("" if cn == 1 else f" in {cn:.0%}")
+        else:
+            move = "step {:.2e}".format(float(jnp.mean(state.step_size)))
+        return "{}, acc. {:.2f}, evals/step {}{}".format(
+            move, float(jnp.mean(state.mean_accept_prob)),
             int(jnp.mean(state.num_likelihood_evals)),
             "" if exact == 0 else (", exact MH (racing cost more)" if exact == 1 else f", exact MH in {exact:.0%}"),
         )
