@@ -272,3 +272,57 @@ def test_crank_nicolson_chain_targets_the_posterior_not_its_gaussian():
     assert abs(xs.mean() - float(center[0])) > 0.5 * post_sd
     assert abs(xs.std() / post_sd - 1.0) < 0.15
     assert 0.2 < float(np.mean(acc)) < 0.95
+
+
+def test_pareto_k_hat_agrees_with_arviz_and_finds_known_tail_indices():
+    """PSIS's k (Vehtari et al. 2024) in JAX against ArviZ's ``psislw`` on the same weights,
+    and against tails of known index: Pareto weights ``U^(-k)`` (index k), a target t_1 over a
+    t_5 reference (index 4/5) and bounded weights (k < 0)."""
+    import arviz as az
+
+    from subsample_mcmc.kernels.proposals import pareto_k_hat
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_t(5.0, 4000)
+    cases = {
+        "pareto_0.3": (0.3 * np.log(1 / rng.uniform(size=4000)), 0.3),
+        "pareto_0.8": (0.8 * np.log(1 / rng.uniform(size=4000)), 0.8),
+        "cauchy_over_t5": (stats.cauchy.logpdf(x) - stats.t.logpdf(x, 5.0), 0.8),
+        "bounded": (np.log(rng.uniform(size=4000)), None),
+    }
+    for name, (lw, k_true) in cases.items():
+        k = float(pareto_k_hat(jnp.asarray(lw)))
+        assert abs(k - float(az.psislw(lw)[1])) < 1e-3, name
+        if k_true is None:
+            assert k < 0, (name, k)
+        else:
+            assert abs(k - k_true) < 0.2, (name, k)
+    lw = rng.normal(size=4000)
+    lw[:300] = -np.inf  # outside the target's support
+    assert abs(float(pareto_k_hat(jnp.asarray(lw))) - float(az.psislw(lw)[1])) < 1e-3
+    assert float(pareto_k_hat(jnp.zeros(4000))) == -np.inf  # the target is the reference
+
+
+def test_reference_k_hat_separates_a_glm_like_target_from_a_funnel():
+    """The automatic choice's statistic: a correlated Gaussian target (its own Laplace
+    approximation) has bounded weights against the t (k < 0); a funnel -- x_2 | x_1 ~ N(0,
+    exp(2 x_1)), x_1 ~ N(0, 1), reference N(0, I) -- has unbounded weights (k > 0.3), as has a target heavier than the t (t_2)."""
+    from subsample_mcmc.kernels.proposals import reference_k_hat
+
+    key = jax.random.PRNGKey(0)
+    cov = jnp.array([[1.0, 0.9], [0.9, 1.0]])
+    gauss = lambda x: jax.scipy.stats.multivariate_normal.logpdf(x, jnp.zeros(2), cov)  # noqa: E731
+    assert float(reference_k_hat(key, gauss, jnp.zeros(2), cov)) < 0
+
+    def funnel(x):
+        return stats_norm_logpdf(x[0], 1.0) + stats_norm_logpdf(x[1], jnp.exp(x[0]))
+
+    assert float(reference_k_hat(key, funnel, jnp.zeros(2), jnp.ones(2))) > 0.3
+    heavy = lambda x: jnp.sum(jax.scipy.stats.t.logpdf(x, 2.0))  # noqa: E731
+    assert float(reference_k_hat(key, heavy, jnp.zeros(2), jnp.ones(2))) > 0.3
+    # the Gaussian reference: lighter than the t, so a Gaussian target is no longer safely bounded
+    assert float(reference_k_hat(key, heavy, jnp.zeros(2), jnp.ones(2), df=math.inf)) > 0.5
+
+
+def stats_norm_logpdf(x, scale):
+    return jax.scipy.stats.norm.logpdf(x, 0.0, scale)

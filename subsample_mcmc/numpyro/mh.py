@@ -107,9 +107,24 @@ class RacingMH(MCMCKernel):
             :class:`~subsample_mcmc.numpyro.model.ModelSubsampler` for the contract).
         proposal: how ``x'`` is proposed (:mod:`~subsample_mcmc.kernels.proposals`):
 
-            * ``"random_walk"`` (the default, ``None``): ``x' = x + eps L z`` (target
-              acceptance 0.234), ``L L'`` the inverse mass matrix (the Laplace covariance).
-            * ``"crank_nicolson"`` (opt-in): ``x' = c + rho (x - c) + sqrt(1 - rho^2)
+            * ``None`` (the default, ``kernel.proposal == "automatic"``): chosen per chain at
+              ``init``, from what the mode search and the Taylor proxy know, without reading
+              data.  ``M = 4000`` draws from the Student-t ``t_5(c, L L')`` on the Laplace
+              approximation give importance weights ``w = pi~ / t``, ``pi~`` the prior times
+              the proxy's quadratic likelihood sum; their Pareto tail index ``k``
+              (:func:`~subsample_mcmc.kernels.proposals.reference_k_hat`, PSIS's diagnostic,
+              Vehtari et al. 2024) says whether ``w`` is bounded.  ``k <= 0`` (GLM-like
+              posteriors: a Gaussian or lighter prior, a quadratic proxy): Crank-Nicolson-t
+              below, whose MH ratio is ``w(x') / w(x)`` -- bounded weights make it uniformly
+              ergodic (Mengersen & Tweedie 1996).  ``k > 0`` (a centred hierarchical model's
+              funnel gives ``k`` of 0.4-0.7): the random walk.  Without the Taylor proxy
+              (``control_variate`` not ``"taylor"``) and as a block of a Gibbs kernel: the
+              random walk.  The choice and ``k`` are in the state (``crank_nicolson``,
+              ``laplace_k_hat``; ``extra_fields=("crank_nicolson",)`` records it); the
+              progress bar shows ``pCN-t rho ...`` for chains that move by Crank-Nicolson.
+            * ``"random_walk"``: ``x' = x + eps L z`` (target acceptance 0.234), ``L L'``
+              the inverse mass matrix (the Laplace covariance).
+            * ``"crank_nicolson"``: ``x' = c + rho (x - c) + sqrt(1 - rho^2)
               sqrt(u) L z`` with ``rho = 1/sqrt(1 + eps^2)``, ``c`` the mode and ``u`` a
               scale drawn from its conditional given ``x`` -- reversible with respect to
               the Student-t ``t_5(c, L L')`` built on the Laplace approximation, so the MH
@@ -122,12 +137,11 @@ class RacingMH(MCMCKernel):
               (:func:`~subsample_mcmc.kernels.proposals.crank_nicolson`; ``df=math.inf``
               is the Gaussian) keeps ``target / t`` bounded where the posterior's tails are
               heavier than the Laplace approximation's (a rare-event rate; the upper tail
-              of a hierarchical scale).  **Not the default**: on centred hierarchical
-              models the population mean's 1% tails still got 0.2-0.4% of the draws (sds
-              5-10% low) with R-hat and ESS fine -- the chain's reference cannot follow a
-              funnel.  Use it for GLM-like posteriors; check against the random walk.  As
-              a block of a Gibbs kernel it warns (the centre would stay at the conditional
-              met at ``init``); a block with the default proposal uses the random walk.
+              of a hierarchical scale).  Forced on a centred hierarchical model, the
+              population mean's 1% tails got 0.2-0.4% of the draws (sds 5-10% low) with
+              R-hat and ESS fine: the t cannot follow a funnel, which is why the default
+              checks ``k`` first.  As a block of a Gibbs kernel it warns (the centre would
+              stay at the conditional met at ``init``).
             * ``"langevin"``: SGLD drift from a mini-batch gradient, corrected by the racing
               MH test (target acceptance 0.574).
         step_size: initial step size (adapted during warmup when ``adapt_step_size``).
