@@ -299,8 +299,10 @@ def _json_default(o):
 
 
 def run_worker(spec: dict, tmp: Path, timeout: float) -> dict:
-    spec_path = tmp / f"spec_{spec['sampler']}.json"
-    spec["result"] = str(tmp / f"result_{spec['sampler']}.json")
+    tag = f"{Path(spec['x']).stem}_{spec['sampler']}"  # per data set: a timed-out worker must not find
+    spec_path = tmp / f"spec_{tag}.json"             # the previous data set's result
+    spec["result"] = str(tmp / f"result_{tag}.json")
+    Path(spec["result"]).unlink(missing_ok=True)
     spec_path.write_text(json.dumps(spec))
     t = time.perf_counter()
     try:
