@@ -95,8 +95,8 @@ FULL_SIZES = {
     "austerity": (300, 500, 500),
     "confidence": (500, 1500, 1500),
 }
-#: (warmup, samples, steady) where N x d >= 2e7 (synthetic50 at N = 1e6): a full-data pass
-#: costs ~50 ms there, so the full-data samplers get fewer draws
+#: (warmup, samples, steady) where N x d >= 1e7 (military: 1.4e6 x 11; synthetic50 at N = 1e6): a
+#: full-data gradient costs 30-50 ms there, so the full-data samplers get fewer draws
 LARGE_SIZES = {
     "nuts": (150, 100, 100),
     "nuts_diag": (100, 50, 50),
@@ -107,6 +107,7 @@ LARGE_SIZES = {
     "austerity": (150, 200, 200),
     "confidence": (300, 1000, 1000),
 }
+LARGE_SIZES_ND = 1e7
 LARGE_ND = 2e7
 #: not run by default on large problems (``--force`` runs them): the reason goes to the JSON
 LARGE_SKIP = {
@@ -194,7 +195,7 @@ def sizes_for(sampler: str, n: int, d: int, quick: bool, scale: float = 1.0, ove
         return tuple(int(v) for v in override)
     if quick:
         base = QUICK_SIZES.get(sampler, (200, 300, 300))
-    elif n * d >= LARGE_ND and sampler in LARGE_SIZES:
+    elif n * d >= LARGE_SIZES_ND and sampler in LARGE_SIZES:
         base = LARGE_SIZES[sampler]
     else:
         base = FULL_SIZES.get(sampler, FULL_SIZES["racing"])
