@@ -168,3 +168,36 @@ def test_quick_smoke_run(tmp_path):
             assert r[key] is not None and np.isfinite(r[key]), key
     assert payload["targets"]["synthetic10"]["evals_per_effective_draw"] > 0
     assert out.with_suffix(".md").read_text().count("| racing |") == 1
+
+
+# -- the README's performance table is the committed result ---------------------------------------------
+def test_readme_performance_table_matches_committed_results():
+    """Every ratio in the README's "How fast, on real data" table is the one
+    ``benchmarks/results/peers_real_data.json`` holds (rounded as printed): a rerun of the
+    benchmark that changes a figure fails here until the README follows."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    payload = json.loads((root / "benchmarks" / "results" / "peers_real_data.json").read_text())
+    readme = (root / "README.md").read_text()
+    section = readme.split("### How fast, on real data", 1)[1].split("\n### ", 1)[0]
+    rows = {"AER Fertility": "fertility", "openintro military": "military", "synthetic, correlated": "synthetic50"}
+    seen = 0
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if not cells or cells[0] not in rows:
+            continue
+        t = payload["targets"][rows[cells[0]]]
+        n, d = (int(v.replace(",", "")) for v in cells[1].split(", "))
+        assert (n, payload["datasets"][rows[cells[0]]]["d"]) == (t["n"], d)
+        printed = [float(re.match(r"([\d,.]+)x", c).group(1).replace(",", "")) for c in cells[2:6]]
+        expected = [t["steady_vs_hmcecs"], t["steady_vs_best_hmcecs"], t["steady_vs_best_nuts"], t["e2e_vs_hmcecs"]]
+        assert t["best_nuts"] == "nuts_laplace" and "Laplace mass" in cells[4]
+        for p, e in zip(printed, expected):
+            assert p == pytest.approx(e, rel=0.01, abs=0.051), (cells[0], p, e)
+        z, sd = (float(v.split()[0].rstrip("%,")) for v in cells[6].split(", ", 1))
+        assert z == pytest.approx(t["max_z_mean"], abs=0.006)
+        assert sd == pytest.approx(100 * t["max_abs_sd_ratio_minus_1"], abs=0.051)
+        seen += 1
+    assert seen == len(rows)
