@@ -5,8 +5,10 @@ the one home of the maths they share.
   step(rng_key, state, ...) -> (MHState, MHInfo)`` (Sec. 4, Eq. 12 of Chen & Ghahramani
   2016);
 * :mod:`.gibbs` -- the Gumbel-max discrete Gibbs step (Eq. 2-3);
-* :mod:`.proposals` -- random walk and Langevin proposals with a diagonal or dense
-  preconditioner;
+* :mod:`.proposals` -- random walk, Langevin and Crank-Nicolson (around a Student-t or
+  Gaussian) proposals with a diagonal or dense preconditioner; ``pareto_k_hat`` /
+  ``reference_k_hat`` (PSIS's tail index of importance weights, which ``RacingMH`` uses to
+  choose its proposal) and ``either`` (a traced choice between two proposals);
 * :mod:`.gradients` -- mini-batch log densities and gradient estimators, plain and with
   a control variate;
 * :mod:`.proxy` -- the second-order parameter-space Taylor proxy;
@@ -21,14 +23,15 @@ from .gradients import gradient_estimator, minibatch_log_density, random_batch
 from .laplace import LaplaceApproximation, fit_laplace, inverse_mass, laplace_approximation
 from .mh import MHInfo, MHState, build_kernel, init, racing_mh_accept
 from .proposals import (
-    PROPOSALS, Preconditioner, Proposal, crank_nicolson, get_proposal, langevin, preconditioner, random_walk,
+    K_HAT_MAX, PROPOSALS, Preconditioner, Proposal, crank_nicolson, either, get_proposal, langevin, pareto_k_hat,
+    preconditioner, random_walk, reference_k_hat,
 )
 from .proxy import TaylorProxy, proxy_per_datum, proxy_residual, proxy_sum, taylor_proxy
 
 __all__ = [
     "MHState", "MHInfo", "init", "build_kernel", "racing_mh_accept", "discrete_gibbs_step",
     "Proposal", "PROPOSALS", "get_proposal", "random_walk", "langevin", "crank_nicolson", "Preconditioner",
-    "preconditioner",
+    "preconditioner", "either", "pareto_k_hat", "reference_k_hat", "K_HAT_MAX",
     "gradient_estimator", "minibatch_log_density", "random_batch",
     "TaylorProxy", "taylor_proxy", "proxy_sum", "proxy_per_datum", "proxy_residual",
     "LaplaceApproximation", "laplace_approximation", "fit_laplace", "inverse_mass",
