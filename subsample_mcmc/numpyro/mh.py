@@ -859,11 +859,12 @@ class RacingMH(MCMCKernel):
             new, info = exact_step(key_step, mh_kernel.init(flat, state.log_lik_sum), **call)
             return new.position, new.log_likelihood_sum, info
 
-        # each branch runs only when taken (while_loops: real branches under vmap too)
-        blank = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), jax.eval_shape(race, None))
         if self.race_options["method"] == "exact":  # the exact MH step, current sum cached
             new_flat, ll_sum, info = exact(None)
         elif self.exact_when_cheaper:
+            # each branch runs only when taken (while_loops: real branches under vmap too); the
+            # carry's shapes come from the exact step, cheaper to trace than the race
+            blank = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), jax.eval_shape(exact, None))
             by_race = _run_at_most_once(~state.exact_mode, race, blank)
             by_exact = _run_at_most_once(state.exact_mode, exact, blank)
             new_flat, ll_sum, info = jax.tree.map(lambda e, r: jnp.where(state.exact_mode, e, r), by_exact, by_race)
