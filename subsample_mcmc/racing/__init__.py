@@ -21,9 +21,10 @@ from .bounds import (
 from .control_variates import DataBins, TaylorControlVariate, make_data_bins, taylor_control_variate
 from .discrete import DiscreteSample, sample_discrete
 from .lil_ucb import LilUCBBound, lil_ucb, lil_ucb_parameters
-from .permutation import IndexStream, index_stream, permuted_indices
+from .permutation import NUM_ROUNDS, IndexStream, index_stream, permuted_indices, sized_permuted_indices
 from .race import RaceResult, run_race
 from .schedule import doubling_schedule, num_stages
+from .unequal import run_race_unequal, unequal_num_stages, unequal_schedule
 
 __all__ = [
     # entry points
@@ -33,7 +34,8 @@ __all__ = [
     "b_normal", "b_normal_union", "passage_probability", "clopper_pearson",
     # schedule and races
     "doubling_schedule", "num_stages", "run_race", "lil_ucb", "lil_ucb_parameters",
+    "run_race_unequal", "unequal_schedule", "unequal_num_stages",
     # reading order and control variates
-    "IndexStream", "index_stream", "permuted_indices",
+    "IndexStream", "index_stream", "permuted_indices", "sized_permuted_indices", "NUM_ROUNDS",
     "DataBins", "TaylorControlVariate", "make_data_bins", "taylor_control_variate",
 ]

@@ -20,10 +20,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .bounds import ConfidenceBound, EBSBound, ExactBound, NormalBound, NormalUnionBound
+from .bounds import ConfidenceBound, EBSBound, ExactBound, NormalBound, NormalUnionBound, b_normal_union
 from .control_variates import TaylorControlVariate
 from .lil_ucb import LIL_UCB_SETTINGS, LilUCBBound, lil_ucb
 from .race import VARIANCES, RaceResult, run_race
+from .unequal import FIRST_BATCH as UNEQUAL_FIRST_BATCH
+from .unequal import run_race_unequal, unequal_num_stages
 
 __all__ = ["best_arm", "METHODS", "VARIANCES"]
 
@@ -138,6 +140,82 @@ def _core(key, rewards, arm_offset, bound_param, ranges, control_variate, *, rew
 _core_jit = jax.jit(_core, static_argnames=("reward_fn", "config"))
 
 
+def _unequal_core(key, rewards, arm_offset, bound_param, sizes, *, reward_fn, config):
+    _TRACES["count"] += 1
+    n_arms, max_size, first_batch, guard = config
+    if reward_fn is None:
+        def reward_fn(arms, idx):
+            return rewards[arms, idx]
+    return run_race_unequal(key, reward_fn, arm_offset, bound_param, sizes, num_arms=n_arms,
+                            max_size=max_size, first_batch=first_batch, guard=guard)
+
+
+_unequal_core_jit = jax.jit(_unequal_core, static_argnames=("reward_fn", "config"))
+
+
+def _best_arm_unequal(key, rewards, bound, delta, sizes, *, first_batch, arm_offset, num_arms,
+                      population_size, control_variate, check_finite):
+    """:func:`best_arm` with ``population_sizes`` (App. C.3; :mod:`.unequal`)."""
+    if not isinstance(bound, (NormalBound, ExactBound)):
+        raise ValueError(
+            f"population_sizes is given: the unequal-population race (App. C.3, Eq. 26-27) supports "
+            f"method='normal' (or 'normal_union', the same bound here) and 'exact'; got method={bound.name!r}")
+    if control_variate is not None:
+        raise ValueError("population_sizes is given: control variates are not supported by the unequal-population "
+                         "race; pass control_variate=None")
+    if callable(rewards):
+        if num_arms is None or population_size is None:
+            raise ValueError("rewards is a function (arms, indices) -> rewards: pass num_arms=D and "
+                             "population_size=max(population_sizes) as well")
+        reward_fn, reward_array = rewards, None
+        n_arms, max_size = int(num_arms), int(population_size)
+    else:
+        reward_array = _as_float_array(rewards)
+        if reward_array.ndim != 2:
+            raise ValueError(f"rewards must have shape [num_arms, max(population_sizes)] (padded); "
+                             f"got shape {reward_array.shape}")
+        reward_fn = None
+        n_arms, max_size = reward_array.shape
+    if n_arms < 2:
+        raise ValueError(f"need at least 2 arms, got num_arms={n_arms}")
+    if not _is_tracer(sizes):
+        given = np.asarray(sizes)
+        if given.shape != (n_arms,) or not np.issubdtype(given.dtype, np.integer):
+            raise ValueError(f"population_sizes must be {n_arms} integers (one per arm), got {sizes!r}")
+        if given.min() < 0 or given.max() > max_size:
+            raise ValueError(f"population_sizes must lie in [0, {max_size}] (the rewards' padded width or "
+                             f"population_size), got min {given.min()} and max {given.max()}")
+        if reward_array is not None and check_finite and not _is_tracer(reward_array):
+            inside = np.arange(max_size)[None, :] < given[:, None]
+            bad = inside & ~np.isfinite(np.asarray(reward_array))
+            if bad.any():
+                arm, idx = np.argwhere(bad)[0]
+                raise ValueError(f"rewards contains a non-finite value (first at arm {arm}, index {idx}); "
+                                 "racing needs finite rewards")
+    sizes = jnp.asarray(sizes, jnp.int32)
+    m1 = UNEQUAL_FIRST_BATCH if first_batch is None else first_batch
+    if isinstance(m1, bool) or int(m1) != m1 or int(m1) < 1:
+        raise ValueError(f"first_batch must be a positive integer, got {first_batch!r}")
+    m1 = int(m1)
+    offsets = jnp.zeros((n_arms,), jnp.float32) if arm_offset is None else _as_float_array(arm_offset)
+    if offsets.shape != (n_arms,):
+        raise ValueError(f"arm_offset must have shape ({n_arms},), got {offsets.shape}")
+    stages = unequal_num_stages(max_size, m1)
+    if isinstance(bound, ExactBound) or stages <= 1:
+        param = np.inf
+    elif _is_tracer(delta):
+        param = -jax.scipy.special.ndtri(delta / ((n_arms - 1) * (stages - 1)))
+    else:
+        param = b_normal_union(delta / (n_arms - 1), stages)
+    guard = isinstance(bound, NormalBound) and bound.applies_tail_guard
+    result = _unequal_core_jit(key, reward_array, offsets, jnp.asarray(param, jnp.float32), sizes,
+                               reward_fn=reward_fn, config=(n_arms, max_size, m1, guard))
+    if not _is_tracer(result.nonfinite) and bool(jnp.any(result.nonfinite)):
+        raise ValueError("the rewards function returned a NaN or infinite reward; the race stopped "
+                         "(inside jit/vmap this is reported as arm == -1, nonfinite == True)")
+    return result
+
+
 def _as_float_array(x):
     x = jnp.asarray(x)
     if not jnp.issubdtype(x.dtype, jnp.floating):
@@ -162,6 +240,7 @@ def best_arm(
     lil_ucb_setting: str = "heuristic",
     check_finite: bool = True,
     heavy_tail_guard: bool = True,
+    population_sizes=None,
 ) -> RaceResult:
     r"""Identify ``argmax_i mu_i`` from a fraction of the rewards, with error <= ``delta``.
 
@@ -231,6 +310,16 @@ def best_arm(
         check_finite: scan a concrete reward array for NaN/inf before racing (one
             O(N D) NumPy pass; skipped for traced arrays, e.g. inside ``jit``).
             Rewards the race reads are always checked.
+        population_sizes: ``[num_arms]`` integers ``N_y``: arms whose populations differ
+            in size (App. C.3; clusters in author coreference).  Arms are then compared
+            by their *totals* ``arm_offset_y + sum_{n < N_y} l_{y,n}``, each read along
+            its own permutation with App. C.3's schedule (``first_batch`` default 3,
+            then doubling from ``max(floor((N_y - 3) / 10), 1)``), Eq. 26's bound for
+            independent arms with Eq. 27's union constant, and the heavy-tail guard
+            (:mod:`~subsample_mcmc.racing.unequal`).  ``rewards`` is a ``[D, max N_y]``
+            array padded past each size, or a function ``(arms, indices) -> rewards``
+            (elementwise, ``indices[k] < N_{arms[k]}``; then ``population_size`` is the
+            largest size).  Methods ``"normal"``/``"normal_union"`` and ``"exact"``.
 
     Returns:
         :class:`RaceResult` with ``arm``, ``num_rewards_read`` (the paper's cost:
@@ -269,6 +358,11 @@ def best_arm(
             raise TypeError(f"delta must be a float, got {delta!r}") from err
         if not (0.0 < delta < 0.5):
             raise ValueError(f"delta must lie in (0, 0.5), got {delta}; e.g. delta=0.05")
+
+    if population_sizes is not None:
+        return _best_arm_unequal(key, rewards, bound, delta, population_sizes, first_batch=first_batch,
+                                 arm_offset=arm_offset, num_arms=num_arms, population_size=population_size,
+                                 control_variate=control_variate, check_finite=check_finite)
 
     # --- the reward source -------------------------------------------------------
     if callable(rewards):

@@ -37,6 +37,7 @@ def sample_discrete(
     *,
     method: str = "normal",
     population_size: Optional[int] = None,
+    population_sizes=None,
     **race_options,
 ) -> DiscreteSample:
     r"""Draw ``X ~ p(X = i) ∝ f0(i) prod_n f_n(i)`` by a Gumbel-max race (Eq. 2-3).
@@ -49,6 +50,11 @@ def sample_discrete(
         rewards: ``[D, N]`` array of ``log f_n(i)``, or a function
             ``indices -> [D, len(indices)]`` (then give ``population_size``).
         method: any method of :func:`best_arm` (``"exact"`` reads all N).
+        population_sizes: ``[D]`` sizes ``N_y`` when each value's factors form a population
+            of its own size (``p(X = y) ∝ f0(y) prod_{n < N_y} f_{y,n}``; App. C.3, e.g. the
+            clusters of a coreference move): ``rewards`` is then a ``[D, max N_y]`` padded
+            array or a function ``(arms, indices) -> rewards`` with ``population_size`` the
+            largest size, and the race compares totals (see :func:`best_arm`).
         **race_options: passed to :func:`best_arm` (``delta``, ``first_batch``,
             ``variance``, ``control_variate``, ...).
 
@@ -65,15 +71,16 @@ def sample_discrete(
     n_arms = log_f0.shape[0]
     if callable(rewards):
         if population_size is None:
-            raise ValueError("rewards is a function: pass population_size=N")
+            raise ValueError("rewards is a function: pass population_size=N (with population_sizes: the largest)")
         n_total = int(population_size)
     else:
         n_total = jnp.shape(rewards)[-1]
     key_gumbel, key_race = jax.random.split(key)
     gumbel = jax.random.gumbel(key_gumbel, (n_arms,), dtype=jnp.float32)
-    offsets = (log_f0 + gumbel) / n_total
+    # Eq. 3 divides the prior and the noise by N to compare means; unequal populations compare totals
+    offsets = log_f0 + gumbel if population_sizes is not None else (log_f0 + gumbel) / n_total
     race = best_arm(
         key_race, rewards, method=method, arm_offset=offsets, num_arms=n_arms,
-        population_size=n_total, **race_options,
+        population_size=n_total, population_sizes=population_sizes, **race_options,
     )
     return DiscreteSample(race.arm, race, gumbel)

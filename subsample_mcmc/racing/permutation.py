@@ -38,7 +38,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-__all__ = ["IndexStream", "index_stream", "permuted_indices", "NUM_ROUNDS"]
+__all__ = ["IndexStream", "index_stream", "permuted_indices", "sized_permuted_indices", "NUM_ROUNDS"]
 
 NUM_ROUNDS = 6  # even, so that the output lives in Z_A x Z_B again
 
@@ -100,11 +100,11 @@ def _hash(x: jax.Array, k: jax.Array) -> jax.Array:
     return x
 
 
-def _feistel(x: jax.Array, round_keys: jax.Array, a: int, b: int) -> jax.Array:
-    ua, ub = jnp.uint32(a), jnp.uint32(b)
+def _feistel(x: jax.Array, round_keys: jax.Array, a, b) -> jax.Array:
+    ua, ub = jnp.asarray(a, jnp.uint32), jnp.asarray(b, jnp.uint32)
     left, right = x // ub, x % ub  # left in Z_a, right in Z_b
     for r in range(NUM_ROUNDS):
-        k = round_keys[r]
+        k = round_keys[..., r]
         if r % 2 == 0:  # (Z_a, Z_b) -> (Z_b, Z_a)
             left, right = right, (left + _hash(right, k) % ua) % ua
         else:  # (Z_b, Z_a) -> (Z_a, Z_b)
@@ -127,4 +127,38 @@ def permuted_indices(stream: IndexStream, positions: jax.Array) -> jax.Array:
             lambda y: jnp.where(y >= n, _feistel(y, stream.round_keys, a, b), y),
             x,
         )
+    return x.astype(jnp.int32)
+
+
+def sized_permuted_indices(round_keys: jax.Array, population_size: jax.Array,
+                           positions: jax.Array) -> jax.Array:
+    """``P(positions)`` for permutations of ``range(population_size)`` with a *traced* size.
+
+    The same Feistel network and cycle walking as :func:`permuted_indices`, with the
+    split ``A = ceil(sqrt(N))``, ``B = ceil(N / A)`` computed from the traced ``N``;
+    ``round_keys`` (``uint32[..., NUM_ROUNDS]``), ``population_size`` and ``positions``
+    broadcast elementwise, so one call serves many arms of different sizes (the
+    unequal-population race, :mod:`.unequal`).  Positions must lie in ``[0, N)``; an
+    ``N`` of 0 returns 0 (the caller masks it).
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> keys = jax.random.bits(jax.random.PRNGKey(0), (NUM_ROUNDS,), dtype=jnp.uint32)
+        >>> sorted(sized_permuted_indices(keys, jnp.int32(7), jnp.arange(7)).tolist())
+        [0, 1, 2, 3, 4, 5, 6]
+    """
+    n = jnp.maximum(jnp.asarray(population_size, jnp.int32), 1)
+    m = (n - 1).astype(jnp.float32)
+    r = jnp.floor(jnp.sqrt(m)).astype(jnp.int32)  # isqrt(n - 1), corrected for rounding
+    r = r - (r * r > n - 1) + ((r + 1) * (r + 1) <= n - 1)
+    a = jnp.where(n > 1, r + 1, 1)
+    b = (n + a - 1) // a
+    un = n.astype(jnp.uint32)
+    x = _feistel(jnp.broadcast_to(positions, jnp.broadcast_shapes(jnp.shape(positions), n.shape))
+                 .astype(jnp.uint32), round_keys, a, b)
+    x = lax.while_loop(
+        lambda y: jnp.any(y >= un),
+        lambda y: jnp.where(y >= un, _feistel(y, round_keys, a, b), y),
+        x,
+    )
     return x.astype(jnp.int32)

@@ -1,0 +1,134 @@
+"""Racing arms with populations of different sizes (App. C.3): exactness, error <= delta, cost."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import stats
+
+from subsample_mcmc.racing import (NUM_ROUNDS, best_arm, sample_discrete, sized_permuted_indices,
+                                   unequal_num_stages, unequal_schedule)
+
+
+def _problem(dist, seed, num_arms=8, max_size=3000, scale=3.0):
+    """Power-law sizes (one arm full, one half), rewards of ``dist``, offsets that leave a close second."""
+    rng = np.random.default_rng(seed)
+    sizes = np.minimum((rng.pareto(1.0, num_arms) * 30 + 1).astype(int), max_size)
+    sizes[0], sizes[1] = max_size, max_size // 2
+    draw = {"normal": lambda s: rng.normal(0.0, 1.0, s),
+            "lognormal": lambda s: rng.lognormal(0.0, 1.5, s),
+            "rare": lambda s: (rng.random(s) < 0.01) * 5.0}[dist]
+    rewards = np.where(np.arange(max_size)[None] < sizes[:, None], draw((num_arms, max_size)), 0.0)
+    totals = rewards.sum(1)
+    sd = np.sqrt(np.maximum(rewards.var(1) * sizes, 1e-9))
+    offsets = -totals + scale * sd * rng.normal(0.0, 1.0, num_arms)
+    offsets[1] = offsets[0] - totals[1] + totals[0] + 0.5 * scale * sd[0]
+    return rewards.astype(np.float32), sizes, offsets.astype(np.float32), int(np.argmax(offsets + totals))
+
+
+def test_traced_size_permutations_are_permutations():
+    sizes = np.array([1, 2, 3, 7, 16, 17, 99, 1000])
+    keys = jax.random.bits(jax.random.PRNGKey(0), (len(sizes), NUM_ROUNDS), dtype=jnp.uint32)
+    pos = np.minimum(np.arange(1000)[None], sizes[:, None] - 1)
+    got = np.asarray(sized_permuted_indices(keys[:, None, :], jnp.asarray(sizes)[:, None], jnp.asarray(pos)))
+    for row, n in zip(got, sizes):
+        assert sorted(row[:n].tolist()) == list(range(n))
+    # different keys give different orders
+    other = jax.random.bits(jax.random.PRNGKey(1), (NUM_ROUNDS,), dtype=jnp.uint32)
+    assert not np.array_equal(got[-1], np.asarray(sized_permuted_indices(other, 1000, jnp.arange(1000))))
+
+
+def test_schedule_of_app_c3():
+    assert unequal_schedule(1000) == (3, 102, 300, 696, 1000)  # m(2) = floor(997 / 10) = 99, doubling
+    assert unequal_schedule(2) == (2,)
+    assert unequal_schedule(0) == ()
+    assert unequal_num_stages(100_000) == 6  # every arm is read in full within t* stages
+    for n in (1, 5, 23, 301, 5000):
+        s = unequal_schedule(n)
+        assert s[-1] == n and len(s) <= unequal_num_stages(5000) and all(np.diff(s) > 0)
+
+
+@pytest.mark.parametrize("method", ["normal", "exact"])
+def test_answer_is_the_argmax_of_totals_and_exact_reads_everything(method):
+    rng = np.random.default_rng(3)
+    sizes = np.array([0, 1, 2, 40, 700])
+    rewards = np.where(np.arange(700)[None] < sizes[:, None], rng.normal(0.1, 1.0, (5, 700)), np.nan)
+    offsets = rng.normal(0.0, 30.0, 5)
+    truth = int(np.argmax(offsets + np.nansum(rewards, 1)))
+    r = best_arm(jax.random.PRNGKey(0), rewards, method=method, population_sizes=sizes, arm_offset=offsets)
+    assert int(r.arm) == truth
+    if method == "exact":
+        assert int(r.num_rewards_read) == sizes.sum()  # NaN padding past the sizes is never read
+    assert int(r.num_rewards_read) <= int(r.num_likelihood_evals)
+
+
+@pytest.mark.parametrize("dist", ["normal", "lognormal", "rare"])
+def test_error_rate_below_delta_on_power_law_sizes(dist):
+    """Over reading orders, the race errs at most delta (binomial limit), on light, skewed and
+    rare-spike rewards, with a close second among arms of sizes 1 to 3,000."""
+    delta, races = 0.1, 600
+    errors = 0
+    for seed in range(3):
+        rewards, sizes, offsets, truth = _problem(dist, seed)
+        race = jax.jit(jax.vmap(lambda k: best_arm(k, jnp.asarray(rewards), population_sizes=jnp.asarray(sizes),
+                                                   arm_offset=jnp.asarray(offsets), delta=delta)))
+        out = race(jax.random.split(jax.random.PRNGKey(seed), races))
+        errors += int(np.sum(np.asarray(out.arm) != truth))
+    assert errors <= stats.binom.ppf(1 - 1e-3, 3 * races, delta), errors
+
+
+def test_easy_races_read_a_small_fraction_of_large_clusters():
+    rng = np.random.default_rng(1)
+    sizes = np.array([2000, 1500, 800, 5, 0])
+    means = np.array([0.5, -0.5, -1.0, 0.0, 0.0])
+    rewards = np.where(np.arange(2000)[None] < sizes[:, None], rng.normal(means[:, None], 1.0, (5, 2000)), 0.0)
+    out = jax.vmap(lambda k: best_arm(k, rewards, population_sizes=sizes, delta=0.05))(
+        jax.random.split(jax.random.PRNGKey(0), 50))
+    assert np.all(np.asarray(out.arm) == 0)
+    # App. C.3's second stage reads a tenth of each cluster: the race stops within three stages
+    assert np.all(np.asarray(out.num_stages) <= 3)
+    assert np.mean(out.num_rewards_read) < 0.25 * sizes.sum()
+
+
+def test_sample_discrete_with_unequal_populations_matches_the_exact_law():
+    """Gumbel-max over totals: the racing draws follow softmax(log f0 + totals) (chi-square)."""
+    rng = np.random.default_rng(2)
+    sizes = np.array([400, 60, 1, 0])
+    rewards = np.where(np.arange(400)[None] < sizes[:, None], rng.normal(0.0, 0.05, (4, 400)), 0.0)
+    log_f0 = np.array([0.0, 0.3, -0.2, 0.1], np.float32) - rewards.sum(1).astype(np.float32)
+    logits = log_f0 + rewards.sum(1)
+    p = np.exp(logits - logits.max()); p /= p.sum()
+    draws = jax.jit(jax.vmap(lambda k: sample_discrete(k, log_f0, rewards, population_sizes=sizes,
+                                                       delta=0.05).value))(
+        jax.random.split(jax.random.PRNGKey(5), 4000))
+    counts = np.bincount(np.asarray(draws), minlength=4)
+    assert stats.chisquare(counts, 4000 * p).pvalue > 1e-3, (counts, 4000 * p)
+
+
+def test_a_function_of_arms_and_indices_and_traced_sizes():
+    rng = np.random.default_rng(4)
+    table = jnp.asarray(rng.normal(0.0, 1.0, (6, 500)), jnp.float32)
+
+    def rewards(arms, idx):
+        return table[arms, idx] + 0.2 * arms
+
+    def one(key, sizes):
+        return best_arm(key, rewards, population_sizes=sizes, num_arms=6, population_size=500, method="exact").arm
+
+    sizes = jnp.asarray(rng.integers(0, 501, (20, 6)), jnp.int32)
+    got = jax.jit(jax.vmap(one))(jax.random.split(jax.random.PRNGKey(0), 20), sizes)
+    mask = np.arange(500)[None, None] < np.asarray(sizes)[:, :, None]
+    want = np.argmax(np.sum(np.where(mask, np.asarray(table)[None] + 0.2 * np.arange(6)[None, :, None], 0.0), 2), 1)
+    np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_bad_arguments_name_the_fix():
+    r = np.zeros((3, 10))
+    with pytest.raises(ValueError, match="population_sizes must lie in"):
+        best_arm(jax.random.PRNGKey(0), r, population_sizes=np.array([3, 11, 0]))
+    with pytest.raises(ValueError, match="population_sizes must be 3 integers"):
+        best_arm(jax.random.PRNGKey(0), r, population_sizes=[3.5, 1, 0])
+    with pytest.raises(ValueError, match="method='normal'"):
+        best_arm(jax.random.PRNGKey(0), r, population_sizes=np.array([3, 1, 0]), method="ebs", reward_range=1.0)
+    with pytest.raises(ValueError, match="non-finite"):
+        best_arm(jax.random.PRNGKey(0), np.full((2, 4), np.nan), population_sizes=np.array([2, 1]))
