@@ -31,7 +31,7 @@ from typing import Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
-__all__ = ["TaylorProxy", "taylor_proxy", "proxy_sum", "proxy_per_datum", "proxy_residual"]
+__all__ = ["TaylorProxy", "taylor_proxy", "proxy_sum", "proxy_per_datum", "proxy_residual", "residual_spread"]
 
 
 class TaylorProxy(NamedTuple):
@@ -118,3 +118,31 @@ def proxy_residual(log_likelihood_fn: Callable, proxy: TaylorProxy) -> Callable:
         return log_likelihood_fn(theta, idx) - proxy_per_datum(log_likelihood_fn, proxy, theta, idx)
 
     return residual
+
+
+def residual_spread(log_likelihood_fn: Callable, proxy: TaylorProxy, first: jax.Array, second: jax.Array,
+                    population_size: int, batch: int, chunk_size: int = 4096) -> tuple[jax.Array, jax.Array]:
+    r"""What a race's first batch sees of the spread of its rewards, against the truth (one full-data pass).
+
+    For the pair ``(first, second)`` the race reads ``D_n = r_n(second) - r_n(first)``, ``r_n`` the proxy
+    residual (:func:`proxy_residual`).  Its stage-1 width is ``B N s / sqrt(m)`` with ``s`` the sample sd of
+    ``m = batch`` of the ``D_n``; Racing-Normal's error promise (Eq. 9) needs ``s`` close to the population
+    ``sigma_D``.  When a few data carry most of the spread (a rare stratum with a handful of events), a batch
+    of ``m`` misses them with probability ``(1 - q)^m``: the points in the top fraction
+    ``q = 1 - 2^(-1/m)`` of ``|D_n - mean D|`` are missed by at least half of all batches.  Returns
+    ``(se_all, se_typical)``: ``N sigma / sqrt(m)`` over all the data and over the data without that top
+    fraction (in nats, the scale of the MH decision).  ``se_all / se_typical`` near 1: the first batch sees
+    the spread; far above 1: most races decide on a width too narrow by that factor, and no sample-based
+    guard can tell.  Traceable; ``N`` per-datum residuals of each point.
+    """
+    n, m = int(population_size), int(batch)
+    residual = proxy_residual(log_likelihood_fn, proxy)
+    chunk = max(1, min(n, chunk_size))
+    num = -(-n // chunk)
+    idx = jnp.minimum(jnp.arange(num * chunk).reshape(num, chunk), n - 1)
+    d = jax.lax.map(lambda i: residual(second, i) - residual(first, i), idx).reshape(-1)[:n]
+    c = d - jnp.mean(d)
+    top = jnp.quantile(jnp.abs(c), 0.5 ** (1.0 / m))  # 1 - q
+    scale = n / jnp.sqrt(jnp.asarray(m, c.dtype))
+    return (scale * jnp.sqrt(jnp.mean(c * c)),
+            scale * jnp.sqrt(jnp.mean(jnp.where(jnp.abs(c) <= top, c, 0.0) ** 2)))

@@ -61,7 +61,7 @@ from ..kernels.cost import evaluation_equivalents
 from ..kernels.gradients import minibatch_log_density, random_batch
 from ..kernels.laplace import adam_ascent, adam_schedule, inverse_mass, last_finite, log_density_sum, newton_ascent
 from ..kernels.proposals import K_HAT_MAX, crank_nicolson, either, get_proposal, preconditioner, reference_k_hat
-from ..kernels.proxy import TaylorProxy, proxy_residual, proxy_sum, taylor_proxy
+from ..kernels.proxy import TaylorProxy, proxy_residual, proxy_sum, residual_spread, taylor_proxy
 from ..racing import METHODS
 from ..racing.race import _run_at_most_once
 from .control import DataSpaceControlVariate
@@ -90,11 +90,20 @@ class RacingMHState(NamedTuple):
     mass_factor: Optional[jax.Array] = None  # Cholesky factor of a dense inverse mass matrix (else None)
     crank_nicolson: jax.Array = False  # the chain moves by Crank-Nicolson-t (else the proposal named, or the walk)
     laplace_k_hat: jax.Array = jnp.nan  # Pareto k of target / Laplace t at init (the automatic choice; else NaN)
+    #: median se_all / se_typical of :func:`~subsample_mcmc.kernels.proxy.residual_spread` over Laplace pairs at
+    #: init (NaN when not checked); above ``_SPREAD_RATIO_MAX`` the chain samples by the exact step
+    residual_spread_ratio: jax.Array = jnp.nan
 
 
 _DA_INIT, _DA_UPDATE = dual_averaging()
 _MAX_DRAWS = 100  # initial draws per restart until finite, as NumPyro's find_valid_initial_params
 _MODE_TOL = 1.0  # restarts within this many log-posterior units per parameter count as the same mode
+#: the rare-influential-data check at init: the chain samples by the exact step when, over pairs of
+#: Laplace draws, the race's first batch typically sees less than 1/5 of its rewards' sd (the median
+#: ratio) and the median true stage-1 sd exceeds 0.01 nats.  Median ratios over 16 chains
+#: (benchmarks/racing_mh_k_hat.py): AER Fertility 1.1-1.5, openintro military 1.4-3.0, a rare-event
+#: logistic whose rare binary covariate has a handful of events in ~600 of 200,000 rows 9.5-22
+_SPREAD_RATIO_MAX, _SPREAD_MIN_NATS, _SPREAD_PAIRS = 5.0, 0.01, 6
 _TARGET_ACCEPT = {"random_walk": 0.234, "langevin": 0.574, "crank_nicolson": 0.5}
 _DENSE_MAX_DIMENSION = 256  # dense_mass=None: a dense mass matrix up to this many parameters
 
@@ -471,6 +480,7 @@ class RacingMH(MCMCKernel):
             state, report, checked = jit_with_data(init_checked, model_args, model_kwargs)(rng_key, init_params)
             self._check_chains(ravel_pytree(state.z)[0][None], [report], model_args, model_kwargs, source,
                                checked=checked)
+            self._warn_concentrated(state)
             return state
         # chain_method="vectorized": one state per key, the step is vmapped in `sample`
         init_axis = None if init_params is None else 0
@@ -482,7 +492,40 @@ class RacingMH(MCMCKernel):
                      for c in range(rng_key.shape[0])]
         self._check_chains(flats, per_chain, model_args, model_kwargs, source, vectorized=True,
                            checked=jax.tree.map(lambda v: v[:, 0], checked))
+        self._warn_concentrated(states)
         return states
+
+    def _residual_spread(self, key, proxy, center, inv_mass, factor, model_args, model_kwargs):
+        """``(ratio, concentrated)``: the median ``se_all / se_typical`` of
+        :func:`~subsample_mcmc.kernels.proxy.residual_spread` over ``_SPREAD_PAIRS`` pairs of draws from the
+        Laplace Gaussian ``N(center, inv_mass)``, and whether it exceeds ``_SPREAD_RATIO_MAX`` with the
+        median true stage-1 sd above ``_SPREAD_MIN_NATS``.  One full-data pass of residuals per point."""
+        ll = self._log_lik_fn(model_args, model_kwargs)
+        p = center.shape[0]
+        z = jax.random.normal(key, (_SPREAD_PAIRS, 2, p), center.dtype)
+        scale = (lambda v: factor @ v) if factor is not None else (lambda v: jnp.sqrt(inv_mass) * v)
+        pts = center + jax.vmap(jax.vmap(scale))(z)
+        se_all, se_typ = jax.lax.map(
+            lambda ab: residual_spread(ll, proxy, ab[0], ab[1], self._subsampler.size,
+                                       self.race_options["first_batch"]), pts)
+        ratio = se_all / jnp.maximum(se_typ, jnp.finfo(center.dtype).tiny)
+        ratio, se = jnp.median(jnp.where(jnp.isnan(ratio), jnp.inf, ratio)), jnp.median(se_all)
+        return ratio, (ratio > _SPREAD_RATIO_MAX) & (se > _SPREAD_MIN_NATS)
+
+    def _warn_concentrated(self, states):
+        """A warning naming the rare-influential-data check for chains it sent to the exact step."""
+        if isinstance(states.exact_mode, jax.core.Tracer) or self.race_options["method"] == "exact":
+            return
+        ratio = np.atleast_1d(np.asarray(states.residual_spread_ratio))
+        exact = np.atleast_1d(np.asarray(states.exact_mode))
+        if np.any(exact):
+            warnings.warn(
+                f"RacingMH: {int(exact.sum())} of {exact.size} chains sample by the exact MH step (N evaluations "
+                f"per step): a few data carry most of the Taylor residuals' spread (a first batch of "
+                f"{self.race_options['first_batch']} typically sees 1/{float(np.max(ratio[exact])):.0f} of its sd: "
+                "rare events in a rare stratum, or a few extreme rows), so a race would decide on a width too "
+                "narrow and err beyond delta without any sign in the draws. To race anyway pass "
+                "exact_when_cheaper=False (not recommended); NUTS is the alternative.", UserWarning, stacklevel=4)
 
     def _start_values(self, flats, model_args, model_kwargs):
         """``(log posterior [C], latents finite [C])`` at the flat starts ``[C, p]`` (one
@@ -570,6 +613,12 @@ class RacingMH(MCMCKernel):
             k_hat = reference_k_hat(jax.random.fold_in(rng_key, 1), lambda v: lp(v) + proxy_sum(proxy, v),
                                     center.astype(flat.dtype), inv_mass.astype(flat.dtype), cholesky=factor)
             use_cn = k_hat <= K_HAT_MAX
+        exact_mode = jnp.asarray(self.race_options["method"] == "exact")
+        spread = jnp.asarray(jnp.nan, flat.dtype)
+        if proxy is not None and self.exact_when_cheaper and self.race_options["method"] != "exact":
+            spread, concentrated = self._residual_spread(jax.random.fold_in(rng_key, 2), proxy, center, inv_mass,
+                                                         factor, model_args, model_kwargs)
+            exact_mode = exact_mode | concentrated
         if self._step_size:
             step = jnp.asarray(self._step_size, flat.dtype)
         else:
@@ -587,13 +636,14 @@ class RacingMH(MCMCKernel):
             welford_state=self._welford[0](d),
             proxy=proxy,
             rng_key=key_state,
-            exact_mode=jnp.asarray(self.race_options["method"] == "exact"),
+            exact_mode=exact_mode,
             log_lik_sum=jnp.asarray(jnp.nan, flat.dtype),
             race_cost=jnp.zeros((), flat.dtype),
             center=center.astype(flat.dtype),
             mass_factor=factor,
             crank_nicolson=use_cn,
             laplace_k_hat=k_hat,
+            residual_spread_ratio=spread,
         )
         if not report:
             return state
@@ -893,6 +943,7 @@ class RacingMH(MCMCKernel):
             race_stage=info.race_stage.astype(jnp.int32), da_state=da, welford_state=wf,
             proxy=state.proxy, rng_key=key, exact_mode=exact_mode, log_lik_sum=ll_sum, race_cost=race_cost,
             center=center, mass_factor=factor, crank_nicolson=state.crank_nicolson, laplace_k_hat=state.laplace_k_hat,
+            residual_spread_ratio=state.residual_spread_ratio,
         )
 
     def _cost_window(self):
