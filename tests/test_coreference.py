@@ -1,0 +1,85 @@
+"""Author coreference (Sec. 5.3): B-cubed, MinHash factors, data, annealed racing Gibbs, the CLI job."""
+
+import itertools
+import json
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from subsample_mcmc.models.coreference import (annealed_gibbs, b_cubed, factors, load_febrl, minhash,
+                                               synthetic_mentions)
+
+
+def _b_cubed_brute(pred, truth):
+    m = len(pred)
+    p = np.mean([np.sum((pred == pred[i]) & (truth == truth[i])) / np.sum(pred == pred[i]) for i in range(m)])
+    r = np.mean([np.sum((pred == pred[i]) & (truth == truth[i])) / np.sum(truth == truth[i]) for i in range(m)])
+    return p, r, 2 * p * r / (p + r)
+
+
+def test_b_cubed_matches_its_definition():
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        pred, truth = rng.integers(0, 7, 60), rng.integers(0, 5, 60)
+        np.testing.assert_allclose(b_cubed(pred, truth), _b_cubed_brute(pred, truth))
+    assert b_cubed(np.arange(10), np.arange(10)) == (1.0, 1.0, 1.0)
+    p, r, _ = b_cubed(np.zeros(10), np.arange(10))  # one big cluster: full recall, precision 1/10
+    assert (p, r) == (0.1, 1.0)
+
+
+def test_minhash_estimates_bigram_jaccard_and_missing_fields_are_neutral():
+    words = ["christensen", "christiansen", "kristensen", "zhang"]
+    sig = minhash(words, num_hashes=256)
+    grams = [{f"^{w}$"[k:k + 2] for k in range(len(w) + 1)} for w in words]
+    for a, b in itertools.combinations(range(4), 2):
+        jac = len(grams[a] & grams[b]) / len(grams[a] | grams[b])
+        assert abs(np.mean(sig[a] == sig[b]) - jac) < 0.1
+    s = minhash(["smith", ""], num_hashes=16)[:, None, :]
+    w = jnp.array([2.0])
+    assert float(factors(s[0], s[1], w)) == 0.0  # a missing field neither joins nor separates
+    assert float(factors(s[0], s[0], w)) == pytest.approx(2.0 * (1 - 0.4))
+
+
+def test_febrl_and_synthetic_data():
+    m = load_febrl("febrl3")
+    assert m.signatures.shape[:2] == (5000, 7) and len(np.unique(m.entity)) == 2000
+    assert np.bincount(m.entity).max() <= 10
+    s = synthetic_mentions(20_000, seed=0)
+    sizes = np.sort(np.bincount(s.entity))[::-1]
+    assert sizes[0] > 500 and np.sum(sizes == 1) > 100  # power law: thousands-scale heads, many singletons
+
+
+def test_racing_gibbs_clusters_febrl_as_well_as_exact_gibbs():
+    m = load_febrl("febrl3", limit=300)
+    start = b_cubed(np.arange(300), m.entity)[2]
+    runs = {meth: annealed_gibbs(m, method=meth, num_sweeps=3, seed=0, check_every=1 if meth == "normal" else 0)
+            for meth in ("exact", "normal")}
+    assert runs["exact"].f1[-1] > start + 0.1  # the sampler finds the duplicates
+    assert abs(runs["normal"].f1[-1] - runs["exact"].f1[-1]) < 0.03
+    assert runs["normal"].factor_evaluations[-1] <= runs["exact"].factor_evaluations[-1]
+    assert runs["normal"].decisions_checked == 900
+    assert runs["normal"].decision_errors <= 0.05 * 900 + 3 * np.sqrt(0.05 * 900)
+
+
+def test_racing_reads_fewer_factors_on_large_clusters_near_convergence():
+    m = synthetic_mentions(6000, seed=1, noise=0.2)
+    kw = dict(num_sweeps=1, schedule=[1.0], init=m.entity.copy(), seed=0, moves_per_sweep=150)
+    exact = annealed_gibbs(m, method="exact", **kw)
+    racing = annealed_gibbs(m, method="normal", check_every=1, **kw)
+    assert racing.factor_evaluations[-1] < 0.5 * exact.factor_evaluations[-1]
+    assert racing.decision_errors <= 0.05 * 150 + 3 * np.sqrt(0.05 * 150)
+
+
+def test_command_line_job_writes_summary_and_figures(tmp_path):
+    from subsample_mcmc.cli import main
+
+    out = tmp_path / "coref"
+    assert main(["coref", "--mentions", "200", "--seeds", "2", "--sweeps", "2", "--output", str(out),
+                 "--no-progress"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    for key in ("b3_f1", "factor_evaluations"):
+        assert set(summary[key]) == {"racing", "exact"}
+    assert 0.0 <= summary["decision_error_rate"] <= 1.0
+    assert (out / "fig3a_f1_vs_factors.png").stat().st_size > 0 and (out / "fig3b_f1_vs_sweeps.png").exists()
+    assert main(["coref", "--data", "synthetic", "--sweeps", "0", "--output", str(out)]) == 2
