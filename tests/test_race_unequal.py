@@ -132,3 +132,16 @@ def test_bad_arguments_name_the_fix():
         best_arm(jax.random.PRNGKey(0), r, population_sizes=np.array([3, 1, 0]), method="ebs", reward_range=1.0)
     with pytest.raises(ValueError, match="non-finite"):
         best_arm(jax.random.PRNGKey(0), np.full((2, 4), np.nan), population_sizes=np.array([2, 1]))
+
+
+def test_without_the_guard_the_papers_three_point_first_batch_breaks_the_promise():
+    """The README's claim: App. C.3's unguarded Racing-Normal with m1 = 3 errs above delta on a hard race
+    with Normal rewards (its 3-point variance estimates are too noisy); the guard is what keeps the promise."""
+    delta, races, errors = 0.1, 600, 0
+    for seed in range(3):
+        rewards, sizes, offsets, truth = _problem("normal", seed)
+        race = jax.jit(jax.vmap(lambda k: best_arm(k, jnp.asarray(rewards), population_sizes=jnp.asarray(sizes),
+                                                   arm_offset=jnp.asarray(offsets), delta=delta,
+                                                   heavy_tail_guard=False)))
+        errors += int(np.sum(np.asarray(race(jax.random.split(jax.random.PRNGKey(seed), races)).arm) != truth))
+    assert errors > stats.binom.ppf(1 - 1e-3, 3 * races, delta), errors
