@@ -28,7 +28,16 @@ def run_job(*, data: str = "febrl", mentions: Optional[int] = None, seeds: int =
     error rate is measured on every ``check_every``-th racing move (the exact choice under the same
     Gumbel noise); its cost is not counted.
     """
+    if mentions is not None and (isinstance(mentions, bool) or int(mentions) != mentions or mentions < 2):
+        raise ValueError(f"mentions must be an integer >= 2 (leave it out for the default), got {mentions!r}")
+    if not 0.0 < float(delta) < 0.5:
+        raise ValueError(f"delta must lie in (0, 0.5), got {delta}; e.g. --delta 0.05")
+    if check_every < 0:
+        raise ValueError(f"check_every must be >= 0 (0: no decision check), got {check_every}")
     if data == "febrl":
+        if mentions is not None and mentions > 5000:
+            raise ValueError(f"FEBRL 3 has 5,000 records; mentions={mentions} is too many (use --data synthetic "
+                             "for larger problems)")
         m = load_febrl("febrl3", limit=mentions)
     elif data == "synthetic":
         m = synthetic_mentions(int(mentions or 20_000), seed=0, noise=0.2)
@@ -36,6 +45,8 @@ def run_job(*, data: str = "febrl", mentions: Optional[int] = None, seeds: int =
         raise ValueError(f"data must be 'febrl' or 'synthetic', got {data!r}")
     if sweeps < 1 or seeds < 1:
         raise ValueError(f"sweeps and seeds must be >= 1, got sweeps={sweeps}, seeds={seeds}")
+    if os.path.exists(output) and not os.path.isdir(output):
+        raise ValueError(f"output {output!r} exists and is not a folder: pass a folder path to --output")
     os.makedirs(output, exist_ok=True)
     num = m.signatures.shape[0]
     print(f"coref: {data}, {num:,} mentions, {len(np.unique(m.entity)):,} true entities, "
@@ -60,8 +71,8 @@ def run_job(*, data: str = "febrl", mentions: Optional[int] = None, seeds: int =
     errors = sum(r.decision_errors for r in runs["racing"])
     checked = sum(r.decisions_checked for r in runs["racing"])
     f1 = {k: float(np.mean([r.f1[-1] for r in v])) for k, v in runs.items()}
-    f1_se = {k: float(np.std([r.f1[-1] for r in v], ddof=1) / np.sqrt(len(v))) if len(v) > 1 else float("nan")
-             for k, v in runs.items()}
+    f1_se = {k: float(np.std([r.f1[-1] for r in v], ddof=1) / np.sqrt(len(v))) if len(v) > 1 else None
+             for k, v in runs.items()}  # None (JSON null) with one seed
     evals = {k: float(np.mean([r.factor_evaluations[-1] for r in v])) for k, v in runs.items()}
     summary = {
         "data": data, "mentions": int(num), "entities": int(len(np.unique(m.entity))), "seeds": seeds,
@@ -71,7 +82,7 @@ def run_job(*, data: str = "febrl", mentions: Optional[int] = None, seeds: int =
         "factor_evaluation_ratio": evals["exact"] / evals["racing"],
         "slots_computed": {k: float(np.mean([r.slots_computed[-1] for r in v])) for k, v in runs.items()},
         "seconds": {k: float(np.mean([r.seconds[-1] for r in v])) for k, v in runs.items()},
-        "decision_error_rate": errors / checked if checked else float("nan"),
+        "decision_error_rate": errors / checked if checked else None,
         "decisions_checked": int(checked),
         "traces": {k: [{"f1": r.f1.tolist(), "factor_evaluations": r.factor_evaluations.tolist()} for r in v]
                    for k, v in runs.items()},
@@ -81,7 +92,7 @@ def run_job(*, data: str = "febrl", mentions: Optional[int] = None, seeds: int =
     _figures(runs, output)
     print(f"B3 F1 racing {f1['racing']:.4f} vs exact {f1['exact']:.4f}; factor evaluations "
           f"{summary['factor_evaluation_ratio']:.2f}x fewer; decision error rate "
-          f"{summary['decision_error_rate']:.4f} ({errors} of {checked} checked moves, delta {delta})")
+          f"{errors / max(checked, 1):.4f} ({errors} of {checked} checked moves, delta {delta})")
     if checked and errors > delta * checked + 3 * np.sqrt(delta * checked):
         print(f"WARNING: the measured decision error rate exceeds delta={delta}: rerun with --guard")
     print(f"wrote {output}/summary.json, fig3a_f1_vs_factors.png, fig3b_f1_vs_sweeps.png")

@@ -239,9 +239,9 @@ def annealed_gibbs(mentions: Mentions, *, method: str = "normal", num_sweeps: in
         moves_per_sweep: visit only this many mentions per sweep (default all).
         heavy_tail_guard: the race's guard (:func:`~subsample_mcmc.racing.best_arm`): a comparison
             waits for 28 factors of each cluster not read in full, which keeps the error below
-            ``delta`` on any rewards but reads clusters of up to a few hundred nearly in full (1.5x
-            fewer factors than exact near convergence on the power-law generator, against 6.5x
-            without it).  The default ``False`` is the paper's Racing-Normal with ``m1 = 3``
+            ``delta`` on any rewards but reads clusters of up to a few hundred nearly in full (1.75x
+            fewer factors than exact per move near convergence at 1e5 power-law mentions, against
+            18.7x without it: ``benchmarks/results/coreference.md``).  The default ``False`` is the paper's Racing-Normal with ``m1 = 3``
             (App. C.3), whose per-move error is *measured* rather than guaranteed: pass
             ``check_every`` (the command line does) and read ``decision_errors / decisions_checked``.
         progress: ``callback(sweep, f1)`` after each sweep.
@@ -249,10 +249,20 @@ def annealed_gibbs(mentions: Mentions, *, method: str = "normal", num_sweeps: in
     if method not in ("normal", "exact"):
         raise ValueError(f"method must be 'normal' (racing) or 'exact', got {method!r}")
     m = mentions.signatures.shape[0]
+    if isinstance(num_sweeps, bool) or int(num_sweeps) != num_sweeps or num_sweeps < 1:
+        raise ValueError(f"num_sweeps must be an integer >= 1, got {num_sweeps!r}")
+    if check_every < 0:
+        raise ValueError(f"check_every must be >= 0 (0: no decision check), got {check_every}")
+    if moves_per_sweep is not None and moves_per_sweep < 1:
+        raise ValueError(f"moves_per_sweep must be >= 1 or None (all mentions), got {moves_per_sweep}")
+    if init is not None and np.shape(init) != (m,):
+        raise ValueError(f"init must hold one integer cluster label per mention, shape ({m},), got {np.shape(init)}")
     schedule = temperatures(num_sweeps) if schedule is None else np.asarray(schedule, float)
     if schedule.shape != (num_sweeps,):
         raise ValueError(f"schedule must have one temperature per sweep ({num_sweeps}), got {schedule.shape}")
-    labels = np.arange(m) if init is None else np.asarray(init).copy()
+    if not np.all(np.isfinite(schedule) & (schedule > 0)):
+        raise ValueError(f"schedule temperatures must be finite and > 0, got {schedule}")
+    labels = np.arange(m) if init is None else np.asarray(init).astype(np.int64)
     fresh = int(labels.max()) + 1
     sigs = jnp.asarray(mentions.signatures)
     weights = jnp.asarray(mentions.weights)

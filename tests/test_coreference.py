@@ -83,3 +83,8 @@ def test_command_line_job_writes_summary_and_figures(tmp_path):
     assert 0.0 <= summary["decision_error_rate"] <= 1.0
     assert (out / "fig3a_f1_vs_factors.png").stat().st_size > 0 and (out / "fig3b_f1_vs_sweeps.png").exists()
     assert main(["coref", "--data", "synthetic", "--sweeps", "0", "--output", str(out)]) == 2
+    assert main(["coref", "--mentions", "6000", "--output", str(out)]) == 2  # FEBRL 3 has 5,000 records
+    assert main(["coref", "--mentions", "200", "--output", str(out / "summary.json")]) == 2  # a file, not a folder
+    one = tmp_path / "one"
+    assert main(["coref", "--mentions", "100", "--seeds", "1", "--sweeps", "1", "--output", str(one), "--no-progress"]) == 0
+    json.loads((one / "summary.json").read_text(), parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))

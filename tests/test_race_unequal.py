@@ -145,3 +145,21 @@ def test_without_the_guard_the_papers_three_point_first_batch_breaks_the_promise
                                                    heavy_tail_guard=False)))
         errors += int(np.sum(np.asarray(race(jax.random.split(jax.random.PRNGKey(seed), races)).arm) != truth))
     assert errors > stats.binom.ppf(1 - 1e-3, 3 * races, delta), errors
+
+
+def test_float64_rewards_under_x64_and_first_batch_checks():
+    """A user who turns on x64 passes float64 rewards with float32 or int offsets (the fresh-user trial)."""
+    rng = np.random.default_rng(0)
+    r64 = rng.normal(size=(3, 300))
+    sizes = [10, 300, 200]
+    want = int(np.argmax([r64[k, :n].sum() for k, n in enumerate(sizes)]))
+    with jax.enable_x64(True):
+        for offset in (None, [0, 0, 0], jnp.zeros(3, jnp.float32)):
+            r = best_arm(jax.random.PRNGKey(0), r64, population_sizes=sizes, arm_offset=offset, method="exact")
+            assert int(r.arm) == want
+        s = sample_discrete(jax.random.PRNGKey(0), jnp.zeros(3, jnp.float32), r64, population_sizes=sizes)
+        assert 0 <= int(s.value) < 3
+    with pytest.raises(ValueError, match="first_batch must be an integer >= 2"):
+        best_arm(jax.random.PRNGKey(0), r64, population_sizes=sizes, first_batch=1)
+    with pytest.raises(ValueError, match="log_f0 has 2 entries but rewards has 3 rows"):
+        sample_discrete(jax.random.PRNGKey(0), jnp.zeros(2), r64, population_sizes=sizes)

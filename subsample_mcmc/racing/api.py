@@ -194,8 +194,9 @@ def _best_arm_unequal(key, rewards, bound, delta, sizes, *, first_batch, arm_off
                                  "racing needs finite rewards")
     sizes = jnp.asarray(sizes, jnp.int32)
     m1 = UNEQUAL_FIRST_BATCH if first_batch is None else first_batch
-    if isinstance(m1, bool) or int(m1) != m1 or int(m1) < 1:
-        raise ValueError(f"first_batch must be a positive integer, got {first_batch!r}")
+    if isinstance(m1, bool) or int(m1) != m1 or int(m1) < 2:
+        raise ValueError(f"first_batch must be an integer >= 2 (a variance needs two rewards; App. C.3 uses 3), "
+                         f"got {first_batch!r}")
     m1 = int(m1)
     offsets = jnp.zeros((n_arms,), jnp.float32) if arm_offset is None else _as_float_array(arm_offset)
     if offsets.shape != (n_arms,):

@@ -69,6 +69,12 @@ def sample_discrete(
     if log_f0.ndim != 1:
         raise ValueError(f"log_f0 must have shape [num_arms], got {log_f0.shape}")
     n_arms = log_f0.shape[0]
+    if not callable(rewards) and jnp.ndim(rewards) == 2 and jnp.shape(rewards)[0] != n_arms:
+        raise ValueError(f"log_f0 has {n_arms} entries but rewards has {jnp.shape(rewards)[0]} rows: "
+                         "give one log prior factor per arm (row of rewards)")
+    if population_sizes is not None and not hasattr(population_sizes, "aval") and len(population_sizes) != n_arms:
+        raise ValueError(f"population_sizes has {len(population_sizes)} entries but log_f0 has {n_arms}: "
+                         "give one size per arm")
     if callable(rewards):
         if population_size is None:
             raise ValueError("rewards is a function: pass population_size=N (with population_sizes: the largest)")

@@ -167,14 +167,19 @@ def run_race_unequal(
     sizes = jnp.asarray(sizes, jnp.int32)
     arms = jnp.arange(n_arms, dtype=jnp.int32)
     round_keys = jax.random.bits(key, (n_arms, NUM_ROUNDS), dtype=jnp.uint32)
-    dtype = jnp.result_type(arm_offset.dtype, jnp.float32)
-    b0 = jnp.asarray(bound_param, dtype)
     has = sizes > 0
 
     def index(arm, pos):
         return sized_permuted_indices(round_keys[arm], sizes[arm], pos)
 
+    # first stage: each arm's first reward fixes its centre (and the statistics' dtype)
+    first = reward_fn(arms, index(arms, jnp.zeros((n_arms,), jnp.int32)))
+    dtype = jnp.result_type(first.dtype, arm_offset.dtype, jnp.float32)
+    first, arm_offset = first.astype(dtype), arm_offset.astype(dtype)
+    b0 = jnp.asarray(bound_param, dtype)
+
     def merge(state: _State, arm, values, valid):
+        values = values.astype(dtype)
         finite = jnp.all(jnp.isfinite(values) | ~valid)
         e = jnp.where(valid & finite, values - state.centre[arm], 0.0)
         powers = jnp.stack([e, e * e, e ** 3, e ** 4])
@@ -238,9 +243,6 @@ def run_race_unequal(
         return state._replace(alive=alive, done=finished | state.nonfinite, arm=arm.astype(jnp.int32),
                               stage=state.stage + 1)
 
-    # first stage: each arm's first reward fixes its centre, then the rest of the first batch
-    first_idx = index(arms, jnp.zeros((n_arms,), jnp.int32))
-    first = reward_fn(arms, first_idx)
     finite0 = jnp.all(jnp.isfinite(first) | ~has)
     centre = jnp.where(has & jnp.isfinite(first), first, 0.0).astype(dtype)
     state = _State(
