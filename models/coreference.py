@@ -189,8 +189,8 @@ def _bucket(n: int, minimum: int = 4) -> int:
     return max(minimum, 1 << int(np.ceil(np.log2(max(n, 1)))))
 
 
-@functools.partial(jax.jit, static_argnames=("method", "delta", "check", "guard"))
-def _move(key, sig_i, sigs, weights, members, sizes, log_f0, inv_temp, *, method, delta, check, guard):
+@functools.partial(jax.jit, static_argnames=("method", "delta", "guard"))
+def _move(key, sig_i, sigs, weights, members, sizes, log_f0, inv_temp, check, *, method, delta, guard):
     """One Gibbs move: a Gumbel-max race over the candidate clusters (padded ``[D, S]`` member
     table), rewards ``f(x_i, x_j) / temperature``; with ``check`` also the exact arm for the
     same Gumbel noise (the decision error)."""
@@ -201,7 +201,9 @@ def _move(key, sig_i, sigs, weights, members, sizes, log_f0, inv_temp, *, method
 
     kw = dict(population_sizes=sizes, population_size=s)
     draw = sample_discrete(key, log_f0, rewards, method=method, delta=delta, heavy_tail_guard=guard, **kw)
-    exact = sample_discrete(key, log_f0, rewards, method="exact", **kw).value if check else draw.value
+    # one compiled move serves checked and unchecked moves; the exact pass runs only when checked
+    exact = jax.lax.cond(check, lambda: sample_discrete(key, log_f0, rewards, method="exact", **kw).value,
+                         lambda: draw.value)
     return draw.value, exact, draw.race.num_rewards_read, draw.race.num_likelihood_evals
 
 
@@ -281,7 +283,7 @@ def annealed_gibbs(mentions: Mentions, *, method: str = "normal", num_sweeps: in
             yb = labels[others]
             uniq, inv, counts = np.unique(yb, return_inverse=True, return_counts=True)
             d = len(uniq) + 1  # clusters of the block and one empty cluster
-            dp, sp = _bucket(d), _bucket(int(counts.max()) if len(counts) else 1)
+            dp, sp = _bucket(d, 16), _bucket(int(counts.max()) if len(counts) else 1, 16)
             table = np.zeros((dp, sp), np.int32)
             sorter = np.argsort(inv, kind="stable")
             starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
@@ -293,7 +295,7 @@ def annealed_gibbs(mentions: Mentions, *, method: str = "normal", num_sweeps: in
             check = bool(check_every) and move_count % check_every == 0
             arm, exact, read, computed = _move(
                 jax.random.fold_in(key, move_count), sigs[i], sigs, weights, jnp.asarray(table), jnp.asarray(sizes),
-                jnp.asarray(log_f0), inv_temp, method=method, delta=float(delta), check=check,
+                jnp.asarray(log_f0), inv_temp, jnp.asarray(check), method=method, delta=float(delta),
                 guard=bool(heavy_tail_guard))
             arm = int(arm)
             if check:

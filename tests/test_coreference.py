@@ -75,7 +75,7 @@ def test_command_line_job_writes_summary_and_figures(tmp_path):
     from subsample_mcmc.cli import main
 
     out = tmp_path / "coref"
-    assert main(["coref", "--mentions", "200", "--seeds", "2", "--sweeps", "2", "--output", str(out),
+    assert main(["coref", "--mentions", "120", "--seeds", "2", "--sweeps", "2", "--output", str(out),
                  "--no-progress"]) == 0
     summary = json.loads((out / "summary.json").read_text())
     for key in ("b3_f1", "factor_evaluations"):
