@@ -5,7 +5,7 @@
 * :mod:`subsample_mcmc.kernels` -- pure BlackJAX-shaped transitions (racing and exact MH,
   Gumbel-max Gibbs) and the maths they share (Laplace fits, Taylor proxies, gradient
   estimators, proposals);
-* :class:`RacingMH`, :class:`RacingGibbs` -- NumPyro ``MCMCKernel`` classes
+* :class:`RacingMH`, :class:`RacingGibbs`, :class:`ModelSelection` -- NumPyro ``MCMCKernel`` classes
   (:mod:`subsample_mcmc.numpyro`, the only layer that touches NumPyro);
 * :mod:`subsample_mcmc.models` -- models built on them (ARCH order selection);
 * :mod:`subsample_mcmc.bandits` -- bandit algorithms.
@@ -23,13 +23,16 @@ __version__ = "0.1.0"
 _LAZY = {
     "RacingMH": "subsample_mcmc.numpyro",
     "RacingGibbs": "subsample_mcmc.numpyro",
+    "ModelSelection": "subsample_mcmc.numpyro",
+    "model_posterior": "subsample_mcmc.numpyro",
+    "conditional_samples": "subsample_mcmc.numpyro",
     "best_arm": "subsample_mcmc.racing",
     "b_normal": "subsample_mcmc.racing",
     "sample_discrete": "subsample_mcmc.racing",
 }
 _SUBPACKAGES = ("racing", "kernels", "numpyro", "models", "bandits")
 
-__all__ = ["RacingMH", "RacingGibbs", "best_arm", "b_normal", "sample_discrete", *_SUBPACKAGES,
+__all__ = ["RacingMH", "RacingGibbs", "ModelSelection", "model_posterior", "conditional_samples", "best_arm", "b_normal", "sample_discrete", *_SUBPACKAGES,
            "__version__"]
 
 

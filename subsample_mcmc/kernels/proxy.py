@@ -109,13 +109,20 @@ def proxy_per_datum(log_likelihood_fn, proxy: TaylorProxy, theta: jax.Array, idx
     return out + log_likelihood_fn(proxy.reference, idx) if with_constant else out
 
 
-def proxy_residual(log_likelihood_fn: Callable, proxy: TaylorProxy) -> Callable:
+def proxy_residual(log_likelihood_fn: Callable, proxy: TaylorProxy, with_constant: bool = False) -> Callable:
     """``(theta, idx) -> l_n(theta) - [h_n(theta) - l_n(theta_hat)]``: the rewards a race
     reads with the proxy as control variate (their sum differs from ``sum_n l_n(theta)``
-    by the known :func:`proxy_sum`)."""
+    by the known :func:`proxy_sum`).
+
+    ``with_constant``: the full residual ``l_n(theta) - h_n(theta)`` (one more evaluation
+    per datum, at ``theta_hat``), of third order in ``theta - theta_hat``; its sum differs
+    from ``sum_n l_n(theta)`` by ``proxy_sum(..., with_constant=True)``.  Races between
+    arms with *different* proxies (models, orders) need it: the per-datum values at the
+    references, ``l_n(theta_hat_j)``, differ between arms by O(1)."""
 
     def residual(theta, idx):
-        return log_likelihood_fn(theta, idx) - proxy_per_datum(log_likelihood_fn, proxy, theta, idx)
+        return log_likelihood_fn(theta, idx) - proxy_per_datum(log_likelihood_fn, proxy, theta, idx,
+                                                                with_constant=with_constant)
 
     return residual
 

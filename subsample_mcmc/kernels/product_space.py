@@ -1,0 +1,152 @@
+r"""Carlin & Chib's (1995) product space for choosing among models, with a racing
+model draw (Sec. 5.2 and App. C.2 of Chen & Ghahramani 2016, Eq. 25).
+
+Each of ``K`` candidate models keeps its own parameters ``theta_j`` (unconstrained, flat).
+With a pseudoprior ``g_j`` per model, the joint target is
+
+    p~(k, theta_1 .. theta_K | y) ∝ pi(k) exp(a_k) p(theta_k | k) prod_n p(y_n | theta_k, k)
+                                    prod_{j != k} g_j(theta_j),
+
+whose ``k``-marginal is ``p~(k | y) ∝ pi(k) exp(a_k) p(y | k)``: the posterior over models
+under an *adjusted* prior ``pi(k) exp(a_k)``.  One sweep (Eq. 25):
+
+1. ``theta_j ~ g_j`` for every ``j != k`` (:func:`pseudoprior_draw`, no data);
+2. ``theta_k`` by any kernel that leaves ``p(theta_k | y, k)`` invariant (racing MH);
+3. ``k`` from ``p(k | theta_1..K, y) ∝ f0(k) prod_n f_n(k)`` with
+   ``log f0(k) = log pi(k) + a_k + log p(theta_k | k) - log g_k(theta_k)`` and
+   ``log f_n(k) = log p(y_n | theta_k, k)``: a Gumbel-max race over the ``K`` arms
+   (Eq. 2-3, :func:`~subsample_mcmc.racing.sample_discrete`).  With a Taylor proxy ``h_j``
+   per model around its MAP (:mod:`.proxy`) the race reads the residuals
+   ``l_{j,n}(theta_j) - h_{j,n}(theta_j)`` and ``log f0(k)`` takes the known sum
+   ``sum_n h_{k,n}(theta_k)`` (:func:`model_log_f0`).
+
+``g_j`` is the Laplace approximation ``N(m_j, S_j)`` at model ``j``'s MAP (the paper's
+choice): close to ``p(theta_j | y, j)`` near the Bernstein-von Mises regime, so that
+``p(theta_j | y, j) / g_j(theta_j)`` is nearly constant and ``k`` mixes in a few sweeps.
+
+**Wang-Landau** (App. C.2): during warmup ``a_{k_t} -= gamma_t`` after each draw of ``k``,
+``gamma_t = 1 / (1 + t / 100)`` (:func:`wang_landau_update`), which drives ``p~(k | y)``
+towards uniform so that every model is visited; ``a`` is then frozen and
+
+    p(k | y) ∝ p~(k | y) exp(-a_k)                                  (:func:`model_probabilities`).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .proxy import TaylorProxy, proxy_sum
+
+__all__ = ["Pseudoprior", "pseudoprior", "pseudoprior_draw", "pseudoprior_log_density", "model_log_f0",
+           "wang_landau_step_size", "wang_landau_update", "model_probabilities"]
+
+_LOG_2PI = float(np.log(2 * np.pi))
+
+
+class Pseudoprior(NamedTuple):
+    """``N(mean, L L')`` on a model's flat unconstrained parameters: ``scale`` is the
+    lower Cholesky factor ``L`` ``[p, p]`` or, for a diagonal covariance, the sds ``[p]``."""
+
+    mean: jax.Array
+    scale: jax.Array
+
+
+def pseudoprior(mean: jax.Array, covariance: jax.Array, cholesky: Optional[jax.Array] = None) -> Pseudoprior:
+    """The Gaussian pseudoprior from a mean and a covariance (dense ``[p, p]`` or its
+    diagonal ``[p]``), e.g. the Laplace approximation at a model's MAP."""
+    mean = jnp.asarray(mean)
+    covariance = jnp.asarray(covariance, mean.dtype)
+    if covariance.ndim == 1:
+        return Pseudoprior(mean, jnp.sqrt(covariance))
+    return Pseudoprior(mean, jnp.linalg.cholesky(covariance) if cholesky is None else cholesky.astype(mean.dtype))
+
+
+def pseudoprior_draw(key: jax.Array, g: Pseudoprior) -> jax.Array:
+    """``theta ~ N(m, L L')``: ``m + L z``."""
+    z = jax.random.normal(key, g.mean.shape, g.mean.dtype)
+    return g.mean + (g.scale @ z if g.scale.ndim == 2 else g.scale * z)
+
+
+def pseudoprior_log_density(theta: jax.Array, g: Pseudoprior) -> jax.Array:
+    r"""``log N(theta; m, L L') = -1/2 |L^{-1}(theta - m)|^2 - sum_i log L_ii - p/2 log 2 pi``."""
+    d = theta - g.mean
+    if g.scale.ndim == 2:
+        w = jax.scipy.linalg.solve_triangular(g.scale, d, lower=True)
+        log_det = jnp.sum(jnp.log(jnp.diagonal(g.scale)))
+    else:
+        w, log_det = d / g.scale, jnp.sum(jnp.log(g.scale))
+    return -0.5 * w @ w - log_det - 0.5 * d.shape[0] * _LOG_2PI
+
+
+def model_log_f0(log_prior_model: jax.Array, log_adjustment: jax.Array, log_prior_params: jax.Array,
+                 log_pseudoprior: jax.Array, proxy_sums: Optional[jax.Array] = None) -> jax.Array:
+    r"""``log f0(k)`` of the model draw, per model ``[K]`` (step 3 above):
+    ``log pi(k) + a_k + log p(theta_k | k) - log g_k(theta_k)`` plus, when the race reads
+    proxy residuals, the proxies' known sums ``sum_n h_{k,n}(theta_k)`` (constants included:
+    see :func:`~subsample_mcmc.kernels.proxy.proxy_sum`)."""
+    out = log_prior_model + log_adjustment + log_prior_params - log_pseudoprior
+    return out if proxy_sums is None else out + proxy_sums
+
+
+def proxy_sums(proxies: list[TaylorProxy], thetas: list[jax.Array]) -> jax.Array:
+    """``[K]``: each model's ``sum_n h_{k,n}(theta_k)`` with its constant."""
+    return jnp.stack([proxy_sum(p, t, with_constant=True) for p, t in zip(proxies, thetas)])
+
+
+def wang_landau_step_size(t) -> jax.Array:
+    """``gamma_t = 1 / (1 + t / 100)`` (App. C.2; ``t`` counts from 0)."""
+    return 1.0 / (1.0 + jnp.asarray(t, jnp.float32) / 100.0)
+
+
+def wang_landau_update(log_adjustment: jax.Array, k: jax.Array, t, active=True) -> jax.Array:
+    """``a_k -= gamma_t`` (when ``active``), re-centred to mean 0 (only differences of ``a``
+    matter; centring keeps them from drifting in float32)."""
+    a = log_adjustment.at[k].add(-wang_landau_step_size(t).astype(log_adjustment.dtype))
+    a = a - jnp.mean(a)
+    return jnp.where(active, a, log_adjustment)
+
+
+def model_probabilities(models: np.ndarray, log_adjustment: np.ndarray, num_models: int,
+                        num_batches: Optional[int] = None) -> tuple[np.ndarray, np.ndarray]:
+    r"""``p(k | y)`` and its Monte Carlo standard error from product-space draws of ``k``.
+
+    Args:
+        models: ``[C, S]`` draws of the model index (C chains, S draws each, after warmup).
+        log_adjustment: ``[C, K]`` each chain's frozen Wang-Landau adjustment ``a``.
+        num_batches: batches per chain for the batch-means covariance (default
+            ``floor(sqrt(S))``).
+
+    Per chain, with visit frequencies ``f_k`` and weights ``w_k = exp(-a_k)``,
+    ``p_k = w_k f_k / sum_j w_j f_j`` (the adjusted prior divided out); its variance is the
+    delta method's ``J Sigma J'`` with ``Sigma`` the batch-means covariance of ``f`` (which
+    accounts for the autocorrelation of ``k``) and ``J_kl = w_k (delta_kl - p_l) / (w . f)``.
+    Chains are averaged: ``p = mean_c p_c``, ``se = sqrt(sum_c var_c) / C``.
+    """
+    models = np.asarray(models)
+    if models.ndim == 1:
+        models = models[None]
+    log_adjustment = np.asarray(log_adjustment, np.float64).reshape(models.shape[0], num_models)
+    c, s = models.shape
+    b = int(num_batches or max(2, int(np.sqrt(s))))
+    size = s // b
+    if size < 1:
+        raise ValueError(f"{s} draws per chain are too few for {b} batches")
+    probs, variances = [], []
+    for chain in range(c):
+        w = np.exp(-(log_adjustment[chain] - log_adjustment[chain].max()))
+        onehot = np.eye(num_models)[models[chain, : b * size]]  # [b * size, K]
+        f = onehot.mean(axis=0)
+        batch_means = onehot.reshape(b, size, num_models).mean(axis=1)
+        sigma = np.atleast_2d(np.cov(batch_means, rowvar=False)) / b
+        total = w @ f
+        p = w * f / total
+        jac = (np.diag(w) - np.outer(p, w)) / total
+        probs.append(p)
+        variances.append(np.clip(np.diagonal(jac @ sigma @ jac.T), 0.0, None))
+    p = np.mean(probs, axis=0)
+    se = np.sqrt(np.sum(variances, axis=0)) / c
+    return p, se

@@ -1,0 +1,409 @@
+r"""``ModelSelection``: a NumPyro ``MCMCKernel`` over a list of candidate models.
+
+Carlin & Chib's (1995) product space (:mod:`subsample_mcmc.kernels.product_space`): every
+model keeps its own parameters; the selected model's move by
+:class:`~subsample_mcmc.numpyro.RacingMH`, the others' draws from their Laplace
+pseudopriors, and the model index drawn by a Gumbel-max race over the models' per-datum
+log-likelihoods (Eq. 2-3 of Chen & Ghahramani 2016, with each model's Taylor proxy as
+control variate), Wang-Landau tuning the model prior during warmup (App. C.2).
+:func:`model_posterior` turns the draws into ``p(k | y)`` with standard errors.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import NamedTuple, Optional, Sequence, Union
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+from jax.flatten_util import ravel_pytree
+from numpyro import handlers
+from numpyro.infer.mcmc import MCMCKernel
+from numpyro.util import is_prng_key
+
+from ..kernels.product_space import (
+    model_log_f0, model_probabilities, proxy_sums, pseudoprior, pseudoprior_draw, pseudoprior_log_density,
+    wang_landau_update,
+)
+from ..kernels.proxy import proxy_residual
+from ..racing import METHODS, sample_discrete
+from .mh import RacingMH
+from .model import full_data_model
+
+__all__ = ["ModelSelection", "ModelSelectionState", "ModelPosterior", "model_posterior", "conditional_samples"]
+
+#: the site of the model index in ``mcmc.get_samples()`` and ArviZ's posterior
+MODEL_SITE = "model"
+
+
+class ModelSelectionState(NamedTuple):
+    i: jax.Array
+    z: dict  # {"model": k, "<name>/<site>": unconstrained value of each model's sites}
+    inner_states: tuple  # one RacingMHState per model
+    pseudopriors: tuple  # one Pseudoprior per model, fixed at init
+    log_prior_adjustment: jax.Array  # [K] Wang-Landau's a (frozen after warmup)
+    num_likelihood_evals: jax.Array  # everything the sweep computed (model race + MH step)
+    race_stage: jax.Array  # stages of the model race (0: exact)
+    mh_race_stage: jax.Array  # stages of the selected model's MH race (0: exact step)
+    accept_prob: jax.Array  # the selected model's MH accept indicator
+    rng_key: jax.Array
+
+
+def _names(models) -> tuple[list, list]:
+    if isinstance(models, dict):
+        names, fns = [str(k) for k in models], list(models.values())
+    elif isinstance(models, (list, tuple)):
+        fns = list(models)
+        names = [getattr(m, "__name__", None) for m in fns]
+        if any(n is None or n == "<lambda>" for n in names) or len(set(names)) < len(names):
+            names = [f"m{j}" for j in range(len(fns))]
+    else:
+        raise TypeError(f"models must be a list or a dict of NumPyro models, got {type(models).__name__}")
+    if len(fns) < 2:
+        raise ValueError(f"models must hold at least two candidate models, got {len(fns)}")
+    for name, m in zip(names, fns):
+        if not callable(m):
+            raise TypeError(f"models[{name!r}] is not callable: pass NumPyro model functions")
+        if "/" in name or name == MODEL_SITE:
+            raise ValueError(f"model name {name!r} may not contain '/' nor be {MODEL_SITE!r}")
+    return names, fns
+
+
+class ModelSelection(MCMCKernel):
+    r"""Bayesian model choice among NumPyro models that share one data plate.
+
+    The chain runs on Carlin & Chib's product space (see
+    :mod:`~subsample_mcmc.kernels.product_space` for the maths, Eq. 25 of Chen &
+    Ghahramani 2016): per sweep, every unselected model's parameters are drawn from its
+    pseudoprior (the Laplace approximation ``N(m_j, S_j)`` at its MAP, found by
+    :class:`RacingMH`'s mode search at ``init``), the selected model's parameters move
+    by one :class:`RacingMH` step (its defaults: Crank-Nicolson-t around the Laplace
+    approximation where it fits, the random walk otherwise), and the model index ``k``
+    is drawn by a Gumbel-max race (Eq. 2-3, Racing-Normal by default) whose ``K`` arms
+    are the models' per-datum log-likelihoods less their Taylor proxies (third-order
+    residuals), with
+
+    .. math::
+
+        \log f_0(k) = \log \pi(k) + a_k + \log p(\theta_k \mid k) - \log g_k(\theta_k)
+                      + \textstyle\sum_n h_{k,n}(\theta_k).
+
+    The race errs with probability at most ``delta`` (total variation, Prop. 1).  During
+    warmup Wang-Landau lowers ``a_k`` by ``1/(1 + t/100)`` at each visit of ``k`` (App.
+    C.2) so that every model is visited; ``a`` is then frozen and
+    :func:`model_posterior` divides it out: ``p(k | y) ∝ p~(k | y) exp(-a_k)``.
+
+    Args:
+        models: a list of NumPyro models (named by their function names when unique,
+            else ``m0, m1, ...``) or a dict ``{name: model}``.  They take the same
+            arguments and each has one data plate of the same size ``N``; they may use
+            the same site names (sites are reported as ``"<name>/<site>"``).  Each
+            model's latent sites must be continuous (global parameters).
+        prior: prior model probabilities ``pi(k)`` (default uniform).
+        method, delta, first_batch, variance: the model race and the MH races
+            (:func:`~subsample_mcmc.racing.best_arm`); ``method="exact"`` is the
+            full-data product-space sampler (exact model draws and exact MH steps) coupled
+            to the race through the same random numbers.
+        wang_landau: tune ``a`` during warmup (default True); False keeps ``a = 0`` (the
+            chain then samples ``p(k | y)`` directly, and a model with tiny posterior
+            probability is rarely visited).
+        mh_options: further keyword arguments of each model's :class:`RacingMH` (e.g.
+            ``num_restarts``, ``proposal``).
+        data_plate: the data plate's name when a model has several candidates.
+
+    Draws: ``mcmc.get_samples()`` has ``"model"`` (the index into ``kernel.names``) and
+    each model's sites as ``"<name>/<site>"`` *at every draw*: while model ``j`` is not
+    selected its parameters are pseudoprior draws.  Use :func:`conditional_samples` for
+    ``p(theta_j | y, j)`` and :func:`model_posterior` for ``p(k | y)``.  Extra fields:
+    ``num_likelihood_evals`` (the model race at every point it computed, all arms and the
+    proxies' cost, plus the MH step), ``race_stage`` (the model race's stages; 0 when
+    exact), ``mh_race_stage``, ``accept_prob`` and ``log_prior_adjustment``.
+
+    Example:
+        >>> import jax, numpy as np, numpyro, numpyro.distributions as dist
+        >>> from numpyro.infer import MCMC
+        >>> def constant(x, y):
+        ...     b0 = numpyro.sample("b0", dist.Normal(0, 10))
+        ...     with numpyro.plate("data", x.shape[0]):
+        ...         numpyro.sample("y", dist.Normal(b0, 1), obs=y)
+        >>> def linear(x, y):
+        ...     b0 = numpyro.sample("b0", dist.Normal(0, 10))
+        ...     b1 = numpyro.sample("b1", dist.Normal(0, 10))
+        ...     with numpyro.plate("data", x.shape[0]):
+        ...         numpyro.sample("y", dist.Normal(b0 + b1 * x, 1), obs=y)
+        >>> x = np.random.default_rng(0).normal(size=5000); y = 1 + 0.5 * x + np.random.default_rng(1).normal(size=5000)
+        >>> mcmc = MCMC(ModelSelection([constant, linear]), num_warmup=200, num_samples=200, progress_bar=False)
+        >>> mcmc.run(jax.random.PRNGKey(0), x, y)
+        >>> post = model_posterior(mcmc)
+        >>> post.names, round(float(post.probabilities[1]), 2)
+        (['constant', 'linear'], 1.0)
+    """
+
+    sample_field = "z"
+
+    def __init__(self, models: Union[Sequence, dict], *, prior=None, method: str = "normal", delta: float = 0.05,
+                 first_batch: int = 50, variance: str = "pairwise", wang_landau: bool = True,
+                 mh_options: Optional[dict] = None, data_plate: Optional[str] = None):
+        self.names, self._models = _names(models)
+        k = len(self._models)
+        if prior is None:
+            prior = np.full(k, 1.0 / k)
+        prior = np.asarray(prior, np.float64)
+        if prior.shape != (k,) or not np.all(prior > 0) or not np.all(np.isfinite(prior)):
+            raise ValueError(f"prior must hold {k} positive probabilities (one per model), got {prior}")
+        self.prior = prior / prior.sum()
+        if method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+        if not (0.0 < float(delta) < 0.5):
+            raise ValueError(f"delta must lie in (0, 0.5), got {delta}")
+        self.race_options = dict(method=method, delta=float(delta), first_batch=int(first_batch),
+                                 variance=variance)
+        self.wang_landau = bool(wang_landau)
+        mh_options = dict(mh_options or {})
+        for key in ("method", "delta", "first_batch", "variance", "data_plate"):
+            if key in mh_options:
+                raise ValueError(f"mh_options may not set {key!r}: pass it to ModelSelection itself")
+        self.kernels = [RacingMH(m, **self.race_options, data_plate=data_plate, **mh_options) for m in self._models]
+        self.data_plate = data_plate
+        self._size = None
+        self._num_warmup = 0
+        self._vectorized = False
+        self._unravels = None
+
+    # -- plumbing -------------------------------------------------------------------------
+    @property
+    def num_models(self) -> int:
+        return len(self._models)
+
+    def _setup(self, model_args, model_kwargs):
+        if self._size is not None:
+            return
+        sizes = []
+        for name, kern in zip(self.names, self.kernels):
+            try:
+                ms = kern._setup(model_args, model_kwargs)
+            except ValueError as e:
+                raise ValueError(f"model {name!r}: {e}") from e
+            sizes.append(ms.size)
+            if getattr(kern, "_moving_support", None):
+                site, kind = kern._moving_support
+                raise ValueError(f"model {name!r}: observed site {site!r} has a support that moves with the "
+                                 f"parameters ({kind}); a race cannot see it: use NUTS for this model")
+        if len(set(sizes)) > 1:
+            listing = ", ".join(f"{n}: N={s}" for n, s in zip(self.names, sizes))
+            raise ValueError(f"the models' data plates differ in size ({listing}); the model race reads the same "
+                             "data points for every model: give every model the same data (condition all of them "
+                             "on the same observations)")
+        self._size = sizes[0]
+
+    def _log_prior_fns(self, model_args, model_kwargs):
+        return [kern._log_prior_fn(model_args, model_kwargs) for kern in self.kernels]
+
+    def _log_lik_fns(self, model_args, model_kwargs):
+        return [kern._log_lik_fn(model_args, model_kwargs) for kern in self.kernels]
+
+    # -- MCMCKernel API -------------------------------------------------------------------
+    def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
+        model_kwargs = {} if model_kwargs is None else dict(model_kwargs)
+        self._setup(model_args, model_kwargs)
+        self._num_warmup = int(num_warmup)
+        self._vectorized = not is_prng_key(rng_key)
+        if init_params is not None:
+            if not isinstance(init_params, dict) or not set(init_params) <= set(self.names):
+                raise ValueError("init_params of ModelSelection must be a dict {model name: that model's "
+                                 f"init_params}} with names among {self.names}")
+        keys = (jax.vmap(lambda k: jax.random.split(k, self.num_models + 1))(rng_key) if self._vectorized
+                else jax.random.split(rng_key, self.num_models + 1))
+        inner, pseudo = [], []
+        for j, (name, kern) in enumerate(zip(self.names, self.kernels)):
+            key_j = keys[:, j] if self._vectorized else keys[j]
+            params = None if init_params is None else init_params.get(name)
+            with warnings.catch_warnings():
+                warnings.filterwarnings("always")
+                st = kern.init(key_j, num_warmup, params, model_args, model_kwargs)
+            inner.append(st)
+            make = lambda s: pseudoprior(s.center, s.inverse_mass_matrix, s.mass_factor)  # noqa: E731
+            pseudo.append(jax.vmap(make)(st) if self._vectorized else make(st))
+        self._unravels = [kern._unravel for kern in self.kernels]
+        key_state = keys[:, -1] if self._vectorized else keys[-1]
+
+        def build(key, inner, pseudo):
+            k = jnp.zeros((), jnp.int32)
+            return ModelSelectionState(
+                i=jnp.zeros((), jnp.int32), z=self._z(k, inner), inner_states=tuple(inner),
+                pseudopriors=tuple(pseudo), log_prior_adjustment=jnp.zeros((self.num_models,), jnp.float32),
+                num_likelihood_evals=jnp.zeros((), jnp.int32), race_stage=jnp.zeros((), jnp.int32),
+                mh_race_stage=jnp.zeros((), jnp.int32), accept_prob=jnp.zeros(()), rng_key=key)
+
+        if self._vectorized:
+            return jax.vmap(build)(key_state, tuple(inner), tuple(pseudo))
+        return build(key_state, inner, pseudo)
+
+    def _z(self, k, inner_states):
+        z = {MODEL_SITE: k}
+        for name, st in zip(self.names, inner_states):
+            z.update({f"{name}/{site}": v for site, v in st.z.items()})
+        return z
+
+    def sample(self, state, model_args, model_kwargs):
+        model_kwargs = {} if model_kwargs is None else dict(model_kwargs)
+        self._setup(model_args, model_kwargs)
+        if self._vectorized:
+            return jax.vmap(self._sample_one, in_axes=(0, None, None))(state, model_args, model_kwargs)
+        return self._sample_one(state, model_args, model_kwargs)
+
+    def _sample_one(self, state, model_args, model_kwargs):
+        kernels, num = self.kernels, self.num_models
+        if self._unravels is None:
+            self._unravels = [ravel_pytree(st.z)[1] for st in state.inner_states]
+        for kern, unravel in zip(kernels, self._unravels):
+            kern._unravel = unravel
+        key, key_pseudo, key_race = jax.random.split(state.rng_key, 3)
+        k = state.z[MODEL_SITE]
+        # 1. the unselected models' parameters from their pseudopriors
+        inner = []
+        for j, (st, g) in enumerate(zip(state.inner_states, state.pseudopriors)):
+            flat = ravel_pytree(st.z)[0]
+            draw = pseudoprior_draw(jax.random.fold_in(key_pseudo, j), g).astype(flat.dtype)
+            keep = k == j
+            inner.append(st._replace(z=self._unravels[j](jnp.where(keep, flat, draw)),
+                                     log_lik_sum=jnp.where(keep, st.log_lik_sum, jnp.nan).astype(st.log_lik_sum.dtype),
+                                     i=state.i))
+
+        # 2. the selected model's parameters by one RacingMH step (a real branch, except under vmap)
+        def move(j):
+            def fn(states):
+                states = list(states)
+                states[j] = kernels[j]._sample_one(states[j], model_args, model_kwargs)
+                return tuple(states)
+            return fn
+
+        inner = list(jax.lax.switch(k, [move(j) for j in range(num)], tuple(inner)))
+        mh_evals = jnp.stack([st.num_likelihood_evals for st in inner])[k]
+        mh_stage = jnp.stack([st.race_stage for st in inner])[k]
+        accept = jnp.stack([jnp.asarray(st.accept_prob, jnp.float32) for st in inner])[k]
+        inner = [st._replace(i=state.i + 1) for st in inner]
+
+        # 3. the model index by a Gumbel-max race over the K models
+        thetas = [ravel_pytree(st.z)[0] for st in inner]
+        lp = jnp.stack([f(t) for f, t in zip(self._log_prior_fns(model_args, model_kwargs), thetas)])
+        lg = jnp.stack([pseudoprior_log_density(t, g.__class__(*(a.astype(t.dtype) for a in g)))
+                        for t, g in zip(thetas, state.pseudopriors)])
+        lls = self._log_lik_fns(model_args, model_kwargs)
+        proxies = [st.proxy for st in inner]
+        exact = self.race_options["method"] == "exact"
+        use_proxy = not exact and all(p is not None for p in proxies)
+        if use_proxy:
+            rewards_fns = [proxy_residual(ll, p, with_constant=True) for ll, p in zip(lls, proxies)]
+            sums = proxy_sums(proxies, thetas)
+            point_cost = sum(kern._costs["point"] + 1.0 for kern in kernels)
+        else:
+            rewards_fns, sums, point_cost = lls, None, float(num)
+
+        def rewards(idx):
+            return jnp.stack([fn(t, idx) for fn, t in zip(rewards_fns, thetas)])
+
+        log_pi = jnp.log(jnp.asarray(self.prior, lp.dtype))
+        log_f0 = model_log_f0(log_pi, state.log_prior_adjustment.astype(lp.dtype), lp, lg, sums)
+        draw = sample_discrete(key_race, log_f0, rewards, population_size=self._size, **self.race_options)
+        new_k = jnp.where(draw.value >= 0, draw.value, k).astype(jnp.int32)
+        race_evals = jnp.round(draw.race.num_points_computed.astype(jnp.float32) * point_cost).astype(jnp.int32)
+        active = self.wang_landau & (state.i < self._num_warmup)
+        a = wang_landau_update(state.log_prior_adjustment, new_k, state.i, active)
+        return ModelSelectionState(
+            i=state.i + 1, z=self._z(new_k, inner), inner_states=tuple(inner), pseudopriors=state.pseudopriors,
+            log_prior_adjustment=a, num_likelihood_evals=(race_evals + mh_evals).astype(jnp.int32),
+            race_stage=jnp.where(exact, 0, draw.race.num_stages).astype(jnp.int32),
+            mh_race_stage=mh_stage.astype(jnp.int32), accept_prob=accept, rng_key=key)
+
+    def postprocess_fn(self, model_args, model_kwargs):
+        """The model index and each model's constrained values and deterministic sites,
+        named ``"<name>/<site>"``."""
+        model_kwargs = {} if model_kwargs is None else dict(model_kwargs)
+        self._setup(model_args, model_kwargs)
+        fns = [kern.postprocess_fn(model_args, model_kwargs) for kern in self.kernels]
+
+        def fn(z):
+            out = {MODEL_SITE: z[MODEL_SITE]}
+            for name, f in zip(self.names, fns):
+                prefix = f"{name}/"
+                sub = {key[len(prefix):]: v for key, v in z.items() if key.startswith(prefix)}
+                out.update({prefix + site: v for site, v in f(sub).items()})
+            return out
+
+        return fn
+
+    @property
+    def model(self):
+        """The product-space model (``"model"`` drawn from the prior, then every candidate
+        under its name's scope, on the full data): what ArviZ's ``from_numpyro`` traces for
+        the observed data and replays for pointwise log-likelihoods (``"<name>/<site>"``, at
+        each draw's parameters of that model: pseudoprior draws where it is not selected)."""
+        names, models, prior = self.names, self._models, self.prior
+
+        def product_space(*args, **kwargs):
+            numpyro.sample(MODEL_SITE, dist.Categorical(probs=jnp.asarray(prior)))
+            for name, m in zip(names, models):
+                with handlers.scope(prefix=name, divider="/"):
+                    full_data_model(m)(*args, **kwargs)
+
+        return product_space
+
+    def get_diagnostics_str(self, state):
+        k = np.atleast_1d(np.asarray(state.z[MODEL_SITE]))
+        shown = self.names[int(k[0])] if k.size == 1 else "/".join(self.names[int(v)] for v in k[:4])
+        return "model {}, evals/step {}".format(shown, int(jnp.mean(state.num_likelihood_evals)))
+
+    @property
+    def default_fields(self):
+        return ("z",)
+
+
+class ModelPosterior(NamedTuple):
+    """``p(k | y)`` from a :class:`ModelSelection` run (see :func:`model_posterior`)."""
+
+    names: list
+    probabilities: np.ndarray  # [K]
+    stderr: np.ndarray  # [K] Monte Carlo standard errors (batch means, delta method)
+    visits: np.ndarray  # [K] draws in each model, all chains
+    log_prior_adjustment: np.ndarray  # [C, K] the frozen Wang-Landau a of each chain
+
+    def __repr__(self):
+        rows = "\n".join(f"  {n:>12s}  {p:.4f} ± {s:.4f}  ({v} draws)"
+                         for n, p, s, v in zip(self.names, self.probabilities, self.stderr, self.visits))
+        return f"ModelPosterior(p(model | data) ± MCSE:\n{rows})"
+
+
+def _kernel(mcmc) -> ModelSelection:
+    kernel = getattr(mcmc, "sampler", None)
+    if not isinstance(kernel, ModelSelection):
+        raise TypeError(f"mcmc must be a numpyro.infer.MCMC run with a ModelSelection kernel, got sampler "
+                        f"{type(kernel).__name__}")
+    return kernel
+
+
+def model_posterior(mcmc, num_batches: Optional[int] = None) -> ModelPosterior:
+    r"""Posterior model probabilities of a :class:`ModelSelection` run, the Wang-Landau
+    adjustment divided out: ``p(k | y) ∝ p~(k | y) exp(-a_k)`` per chain, averaged over
+    chains, with Monte Carlo standard errors (batch means of the model indicators and the
+    delta method: :func:`~subsample_mcmc.kernels.product_space.model_probabilities`)."""
+    kernel = _kernel(mcmc)
+    models = np.asarray(mcmc.get_samples(group_by_chain=True)[MODEL_SITE])
+    a = np.asarray(mcmc.last_state.log_prior_adjustment, np.float64).reshape(models.shape[0], kernel.num_models)
+    p, se = model_probabilities(models, a, kernel.num_models, num_batches)
+    visits = np.bincount(models.ravel(), minlength=kernel.num_models)
+    return ModelPosterior(list(kernel.names), p, se, visits, a)
+
+
+def conditional_samples(mcmc, model) -> dict:
+    """Draws of ``p(theta_k | y, k)``: the sites of ``model`` (a name or an index), without
+    the ``"<name>/"`` prefix, at the draws where it was selected (chains concatenated)."""
+    kernel = _kernel(mcmc)
+    j = kernel.names.index(model) if isinstance(model, str) else int(model)
+    samples = mcmc.get_samples()
+    keep = np.asarray(samples[MODEL_SITE]) == j
+    prefix = f"{kernel.names[j]}/"
+    return {k[len(prefix):]: np.asarray(v)[keep] for k, v in samples.items() if k.startswith(prefix)}
