@@ -224,7 +224,7 @@ class ModelSelection(MCMCKernel):
             with warnings.catch_warnings():
                 warnings.filterwarnings("always")
                 st = kern.init(key_j, num_warmup, params, model_args, model_kwargs)
-            inner.append(st)
+            inner.append(st._replace(i=jnp.zeros(jnp.shape(st.i), jnp.int32)))  # not weakly typed: one compile
             make = lambda s: pseudoprior(s.center, s.inverse_mass_matrix, s.mass_factor)  # noqa: E731
             pseudo.append(jax.vmap(make)(st) if self._vectorized else make(st))
         self._unravels = [kern._unravel for kern in self.kernels]
@@ -236,7 +236,7 @@ class ModelSelection(MCMCKernel):
                 i=jnp.zeros((), jnp.int32), z=self._z(k, inner), inner_states=tuple(inner),
                 pseudopriors=tuple(pseudo), log_prior_adjustment=jnp.zeros((self.num_models,), jnp.float32),
                 num_likelihood_evals=jnp.zeros((), jnp.int32), race_stage=jnp.zeros((), jnp.int32),
-                mh_race_stage=jnp.zeros((), jnp.int32), accept_prob=jnp.zeros(()), rng_key=key)
+                mh_race_stage=jnp.zeros((), jnp.int32), accept_prob=jnp.zeros((), jnp.float32), rng_key=key)
 
         if self._vectorized:
             return jax.vmap(build)(key_state, tuple(inner), tuple(pseudo))
