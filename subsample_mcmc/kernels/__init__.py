@@ -14,6 +14,9 @@ the one home of the maths they share.
 * :mod:`.proxy` -- the second-order parameter-space Taylor proxy;
 * :mod:`.laplace` -- MAP searches (Adam restarts, safeguarded Newton) and Laplace
   approximations;
+* :mod:`.product_space` -- Carlin & Chib's product space for model choice: Laplace
+  pseudoprior draws and densities, the model draw's ``log f0``, Wang-Landau, posterior model
+  probabilities with standard errors;
 * :mod:`.cost` -- what a step computes, in likelihood-evaluation units.
 """
 
@@ -26,6 +29,10 @@ from .proposals import (
     K_HAT_MAX, PROPOSALS, Preconditioner, Proposal, crank_nicolson, either, get_proposal, langevin, pareto_k_hat,
     preconditioner, random_walk, reference_k_hat,
 )
+from .product_space import (
+    Pseudoprior, model_log_f0, model_probabilities, pseudoprior, pseudoprior_draw, pseudoprior_log_density,
+    wang_landau_update,
+)
 from .proxy import TaylorProxy, proxy_per_datum, proxy_residual, proxy_sum, taylor_proxy
 
 __all__ = [
@@ -36,4 +43,6 @@ __all__ = [
     "TaylorProxy", "taylor_proxy", "proxy_sum", "proxy_per_datum", "proxy_residual",
     "LaplaceApproximation", "laplace_approximation", "fit_laplace", "inverse_mass",
     "evaluation_equivalents",
+    "Pseudoprior", "pseudoprior", "pseudoprior_draw", "pseudoprior_log_density", "model_log_f0",
+    "wang_landau_update", "model_probabilities",
 ]

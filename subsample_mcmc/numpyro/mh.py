@@ -321,6 +321,7 @@ class RacingMH(MCMCKernel):
         self._subsampler: Optional[ModelSubsampler] = None
         self._num_warmup = 0
         self._unravel = None
+        self._jit_cache: dict = {}  # init's compiled programs, reused by every chain (see jit_with_data)
 
     def _set_proposal(self, proposal):
         self._proposal = get_proposal(proposal)
@@ -477,7 +478,8 @@ class RacingMH(MCMCKernel):
             return state, report, self._start_values(ravel_pytree(state.z)[0][None], a, kw)
 
         if not self._vectorized:
-            state, report, checked = jit_with_data(init_checked, model_args, model_kwargs)(rng_key, init_params)
+            state, report, checked = jit_with_data(init_checked, model_args, model_kwargs, self._jit_cache,
+                                                   "init")(rng_key, init_params)
             self._check_chains(ravel_pytree(state.z)[0][None], [report], model_args, model_kwargs, source,
                                checked=checked)
             self._warn_concentrated(state)
@@ -486,7 +488,7 @@ class RacingMH(MCMCKernel):
         init_axis = None if init_params is None else 0
         states, reports, checked = jit_with_data(
             lambda k, p, a, kw: jax.vmap(lambda k1, p1: init_checked(k1, p1, a, kw), in_axes=(0, init_axis))(k, p),
-            model_args, model_kwargs)(rng_key, init_params)
+            model_args, model_kwargs, self._jit_cache, "init_vectorized")(rng_key, init_params)
         flats = jax.vmap(lambda z: ravel_pytree(z)[0])(states.z)
         per_chain = [None if reports is None else jax.tree.map(lambda v, c=c: v[c], reports)
                      for c in range(rng_key.shape[0])]
@@ -1083,6 +1085,7 @@ class RacingMH(MCMCKernel):
         new.model = wrapper(self._model)
         new._subsampler = None
         new._unravel = None
+        new._jit_cache = {}
         return new
 
     def get_diagnostics_str(self, state):

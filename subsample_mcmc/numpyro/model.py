@@ -200,23 +200,52 @@ def split_data(model_args, model_kwargs):
     return [v for v, dyn in zip(leaves, dynamic) if dyn], rebuild
 
 
-def jit_with_data(fn, model_args, model_kwargs):
+def jit_with_data(fn, model_args, model_kwargs, cache: Optional[dict] = None, name: Optional[str] = None):
     """``g(*xs) = fn(*xs, model_args, model_kwargs)``, jitted with the data arrays of
     ``model_args`` / ``model_kwargs`` passed as arguments of the compiled program
     (:func:`split_data`).
 
     A jitted closure over the data would embed every array in the program as a
     constant: at N = 1e5-1e6 that makes tracing and XLA compilation take seconds (the
-    constants are folded, copied and hashed)."""
+    constants are folded, copied and hashed).
+
+    With a ``cache`` dict (kept by the caller, e.g. a kernel) and a ``name``, the compiled
+    program is kept under ``name`` and the arguments' static part (everything but the
+    arrays): a later call with new data of the same shapes and dtypes reuses it (``fn``
+    must then compute the same thing whenever it is called under that name; the first
+    one is kept).  A kernel's ``init`` runs once per chain: without it every chain of
+    ``chain_method="sequential"`` recompiled the mode search."""
     arrays, rebuild = split_data(model_args, model_kwargs)
 
     def call(arrays, *xs):
         return fn(*xs, *rebuild(arrays))
 
-    jitted = jax.jit(call)
+    jitted = None
+    if cache is not None:
+        key = _static_key(name, model_args, model_kwargs)
+        if key is not None:
+            jitted = cache.get(key)
+            if jitted is None:
+                jitted = cache[key] = jax.jit(call)
+    if jitted is None:
+        jitted = jax.jit(call)
     wrapped = functools.wraps(fn)(lambda *xs: jitted(arrays, *xs))
     wrapped.lower = lambda *xs: jitted.lower(arrays, *xs)
     return wrapped
+
+
+def _static_key(name, model_args, model_kwargs):
+    """A hashable key of ``name`` and the arguments' structure and static leaves (``None``
+    when a static leaf cannot be hashed: then nothing is cached)."""
+    leaves, treedef = jax.tree.flatten((tuple(model_args), dict(model_kwargs or {})))
+    static = tuple(("array", np.shape(v), str(np.asarray(v).dtype) if isinstance(v, np.ndarray) else str(v.dtype))
+                   if isinstance(v, (np.ndarray, jax.Array)) and np.ndim(v) > 0 else v for v in leaves)
+    key = (name, treedef, static)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 def _first_line(e: BaseException) -> str:
