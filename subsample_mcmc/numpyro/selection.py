@@ -37,6 +37,9 @@ __all__ = ["ModelSelection", "ModelSelectionState", "ModelPosterior", "model_pos
 
 #: the site of the model index in ``mcmc.get_samples()`` and ArviZ's posterior
 MODEL_SITE = "model"
+#: model_posterior warns when a model with probability above 1% has fewer visits than this, or when the
+#: weighted draws' effective number is below this fraction of the draws
+_MIN_VISITS, _MIN_EFFECTIVE_FRACTION = 20, 0.05
 
 
 class ModelSelectionState(NamedTuple):
@@ -50,6 +53,8 @@ class ModelSelectionState(NamedTuple):
     mh_race_stage: jax.Array  # stages of the selected model's MH race (0: exact step)
     accept_prob: jax.Array  # the selected model's MH accept indicator
     rng_key: jax.Array
+    exact_model_draw: jax.Array = False  # the model index is drawn exactly (the race cost more; decided in warmup)
+    race_cost: jax.Array = 0.0  # the model race's evaluations summed over the decision window of warmup
 
 
 def _names(models) -> tuple[list, list]:
@@ -91,7 +96,10 @@ class ModelSelection(MCMCKernel):
         \log f_0(k) = \log \pi(k) + a_k + \log p(\theta_k \mid k) - \log g_k(\theta_k)
                       + \textstyle\sum_n h_{k,n}(\theta_k).
 
-    The race errs with probability at most ``delta`` (total variation, Prop. 1).  During
+    The race errs with probability at most ``delta`` (total variation, Prop. 1).  **Never
+    more than exact**: over the last quarter of warmup the race's cost per sweep is
+    measured, and when it exceeds ``K N`` (the exact draw) the chain draws ``k`` exactly
+    from then on (``exact_model_draw`` in the state; the progress bar says so).  During
     warmup Wang-Landau lowers ``a_k`` by ``1/(1 + t/100)`` at each visit of ``k`` (App.
     C.2) so that every model is visited; ``a`` is then frozen and
     :func:`model_posterior` divides it out: ``p(k | y) ∝ p~(k | y) exp(-a_k)``.
@@ -236,7 +244,9 @@ class ModelSelection(MCMCKernel):
                 i=jnp.zeros((), jnp.int32), z=self._z(k, inner), inner_states=tuple(inner),
                 pseudopriors=tuple(pseudo), log_prior_adjustment=jnp.zeros((self.num_models,), jnp.float32),
                 num_likelihood_evals=jnp.zeros((), jnp.int32), race_stage=jnp.zeros((), jnp.int32),
-                mh_race_stage=jnp.zeros((), jnp.int32), accept_prob=jnp.zeros((), jnp.float32), rng_key=key)
+                mh_race_stage=jnp.zeros((), jnp.int32), accept_prob=jnp.zeros((), jnp.float32), rng_key=key,
+                exact_model_draw=jnp.asarray(self.race_options["method"] == "exact"),
+                race_cost=jnp.zeros((), jnp.float32))
 
         if self._vectorized:
             return jax.vmap(build)(key_state, tuple(inner), tuple(pseudo))
@@ -296,28 +306,60 @@ class ModelSelection(MCMCKernel):
         proxies = [st.proxy for st in inner]
         exact = self.race_options["method"] == "exact"
         use_proxy = not exact and all(p is not None for p in proxies)
-        if use_proxy:
-            rewards_fns = [proxy_residual(ll, p, with_constant=True) for ll, p in zip(lls, proxies)]
-            sums = proxy_sums(proxies, thetas)
-            point_cost = sum(kern._costs["point"] + 1.0 for kern in kernels)
-        else:
-            rewards_fns, sums, point_cost = lls, None, float(num)
-
-        def rewards(idx):
-            return jnp.stack([fn(t, idx) for fn, t in zip(rewards_fns, thetas)])
-
         log_pi = jnp.log(jnp.asarray(self.prior, lp.dtype))
-        log_f0 = model_log_f0(log_pi, state.log_prior_adjustment.astype(lp.dtype), lp, lg, sums)
-        draw = sample_discrete(key_race, log_f0, rewards, population_size=self._size, **self.race_options)
-        new_k = jnp.where(draw.value >= 0, draw.value, k).astype(jnp.int32)
-        race_evals = jnp.round(draw.race.num_points_computed.astype(jnp.float32) * point_cost).astype(jnp.int32)
+        log_adjust = state.log_prior_adjustment.astype(lp.dtype)
+
+        def draw_model(rewards_fns, sums, options):
+            def rewards(idx):
+                return jnp.stack([fn(t, idx) for fn, t in zip(rewards_fns, thetas)])
+
+            d = sample_discrete(key_race, model_log_f0(log_pi, log_adjust, lp, lg, sums), rewards,
+                                population_size=self._size, **options)
+            return d.value.astype(jnp.int32), d.race.num_points_computed, d.race.num_stages.astype(jnp.int32)
+
+        # the exact draw (same key: the same Gumbel noise) reads the raw log-likelihoods, one each
+        def by_exact(_):
+            value, points, _ = draw_model(lls, None, dict(self.race_options, method="exact"))
+            return value, (points * num).astype(jnp.float32), jnp.zeros((), jnp.int32)
+
+        if use_proxy:
+            point_cost = sum(kern._costs["point"] + 1.0 for kern in kernels)
+
+            def by_race(_):
+                value, points, stages = draw_model(
+                    [proxy_residual(ll, p, with_constant=True) for ll, p in zip(lls, proxies)],
+                    proxy_sums(proxies, thetas), self.race_options)
+                return value, points.astype(jnp.float32) * point_cost, stages
+
+            # never more than exact: after warmup the chain draws k exactly when the race cost more
+            value, cost, stages = jax.lax.cond(state.exact_model_draw, by_exact, by_race, None)
+        else:
+            value, cost, stages = by_exact(None)
+        new_k = jnp.where(value >= 0, value, k).astype(jnp.int32)
+        exact_draw, race_cost = self._choose_model_draw(state, cost, num)
         active = self.wang_landau & (state.i < self._num_warmup)
         a = wang_landau_update(state.log_prior_adjustment, new_k, state.i, active)
         return ModelSelectionState(
             i=state.i + 1, z=self._z(new_k, inner), inner_states=tuple(inner), pseudopriors=state.pseudopriors,
-            log_prior_adjustment=a, num_likelihood_evals=(race_evals + mh_evals).astype(jnp.int32),
-            race_stage=jnp.where(exact, 0, draw.race.num_stages).astype(jnp.int32),
-            mh_race_stage=mh_stage.astype(jnp.int32), accept_prob=accept, rng_key=key)
+            log_prior_adjustment=a, num_likelihood_evals=(jnp.round(cost).astype(jnp.int32) + mh_evals).astype(jnp.int32),
+            race_stage=stages, mh_race_stage=mh_stage.astype(jnp.int32), accept_prob=accept, rng_key=key,
+            exact_model_draw=exact_draw, race_cost=race_cost)
+
+    def _choose_model_draw(self, state, cost, num):
+        """Race or exact model draw for the sampling phase, decided once at the end of warmup
+        (as :class:`RacingMH` decides its MH step): over the last quarter of warmup (at least 10
+        sweeps) the race's evaluations per sweep are averaged; above ``K N``, the exact draw's
+        cost, the chain draws ``k`` exactly from then on (``exact_model_draw`` in the state)."""
+        nw = self._num_warmup
+        start = (3 * nw) // 4
+        if nw - start < 10 or self.race_options["method"] == "exact":
+            return state.exact_model_draw, state.race_cost
+        t = state.i
+        window = (t >= start) & (t < nw) & ~state.exact_model_draw
+        race_cost = state.race_cost + jnp.where(window, cost, 0.0).astype(state.race_cost.dtype)
+        decide = t == nw - 1
+        exact = state.exact_model_draw | (decide & (race_cost / (nw - start) > num * self._size))
+        return exact, race_cost
 
     def postprocess_fn(self, model_args, model_kwargs):
         """The model index and each model's constrained values and deterministic sites,
@@ -355,7 +397,10 @@ class ModelSelection(MCMCKernel):
     def get_diagnostics_str(self, state):
         k = np.atleast_1d(np.asarray(state.z[MODEL_SITE]))
         shown = self.names[int(k[0])] if k.size == 1 else "/".join(self.names[int(v)] for v in k[:4])
-        return "model {}, evals/step {}".format(shown, int(jnp.mean(state.num_likelihood_evals)))
+        exact = float(jnp.mean(state.exact_model_draw))
+        return "model {}, evals/step {}{}".format(
+            shown, int(jnp.mean(state.num_likelihood_evals)),
+            "" if exact == 0 else ", exact model draw (racing cost more)")
 
     @property
     def default_fields(self):
@@ -370,6 +415,10 @@ class ModelPosterior(NamedTuple):
     stderr: np.ndarray  # [K] Monte Carlo standard errors (batch means, delta method)
     visits: np.ndarray  # [K] draws in each model, all chains
     log_prior_adjustment: np.ndarray  # [C, K] the frozen Wang-Landau a of each chain
+    #: Kish's effective number of the draws weighted by ``exp(-a_k)``, ``(sum w)^2 / sum w^2`` summed over
+    #: chains: how many draws the estimate rests on (near the number of draws when Wang-Landau balanced the
+    #: models, near 1 when one visit of a model whose ``a`` stayed low dominates)
+    effective_draws: float = float("nan")
 
     def __repr__(self):
         rows = "\n".join(f"  {n:>12s}  {p:.4f} ± {s:.4f}  ({v} draws)"
@@ -395,7 +444,22 @@ def model_posterior(mcmc, num_batches: Optional[int] = None) -> ModelPosterior:
     a = np.asarray(mcmc.last_state.log_prior_adjustment, np.float64).reshape(models.shape[0], kernel.num_models)
     p, se = model_probabilities(models, a, kernel.num_models, num_batches)
     visits = np.bincount(models.ravel(), minlength=kernel.num_models)
-    return ModelPosterior(list(kernel.names), p, se, visits, a)
+    effective = 0.0
+    for chain in range(models.shape[0]):
+        w = np.exp(-(a[chain] - a[chain].max()))[models[chain]]
+        effective += float(w.sum() ** 2 / np.sum(w ** 2))
+    post = ModelPosterior(list(kernel.names), p, se, visits, a, effective)
+    few = [n for n, pk, v in zip(kernel.names, p, visits) if pk > 0.01 and v < _MIN_VISITS]
+    if effective < _MIN_EFFECTIVE_FRACTION * models.size or few:
+        why = (f"models {few} carry posterior probability from fewer than {_MIN_VISITS} draws each" if few else
+               f"the draws weighted by exp(-a) amount to {effective:.1f} effective draws of {models.size}")
+        warnings.warn(
+            f"model_posterior: the estimate is not reliable: {why}. Wang-Landau did not balance the models "
+            "during warmup (the frozen adjustment a is in .log_prior_adjustment), so the chain seldom visits "
+            "some of them and a few visits decide the answer; the standard errors do not show it. Run a longer "
+            "warmup (Wang-Landau's total adjustment grows like 100 log(num_warmup)), check that the chain "
+            "moves between models (mcmc.get_samples()['model']), or compare chains.", UserWarning, stacklevel=2)
+    return post
 
 
 def conditional_samples(mcmc, model) -> dict:
