@@ -53,8 +53,7 @@ def test_closed_form_model_probabilities_within_three_standard_errors():
     exact = pm.model_probabilities(x, y, DEGREES)
     assert 0.3 < exact[1] < 0.7 and exact[0] < 1e-6
     kernel = ModelSelection(pm.polynomial_models(DEGREES))
-    mcmc = MCMC(kernel, num_warmup=300, num_samples=2000, num_chains=2, chain_method="sequential",
-                progress_bar=False)
+    mcmc = MCMC(kernel, num_warmup=300, num_samples=4000, progress_bar=False)
     mcmc.run(jax.random.PRNGKey(0), x, y, extra_fields=("num_likelihood_evals", "race_stage"))
     post = model_posterior(mcmc)
     assert post.names == ["degree1", "degree2", "degree3"]

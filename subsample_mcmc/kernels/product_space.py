@@ -42,7 +42,7 @@ import numpy as np
 from .proxy import TaylorProxy, proxy_sum
 
 __all__ = ["Pseudoprior", "pseudoprior", "pseudoprior_draw", "pseudoprior_log_density", "model_log_f0",
-           "wang_landau_step_size", "wang_landau_update", "model_probabilities"]
+           "proxy_sums", "wang_landau_step_size", "wang_landau_update", "model_probabilities"]
 
 _LOG_2PI = float(np.log(2 * np.pi))
 
@@ -73,12 +73,13 @@ def pseudoprior_draw(key: jax.Array, g: Pseudoprior) -> jax.Array:
 
 def pseudoprior_log_density(theta: jax.Array, g: Pseudoprior) -> jax.Array:
     r"""``log N(theta; m, L L') = -1/2 |L^{-1}(theta - m)|^2 - sum_i log L_ii - p/2 log 2 pi``."""
-    d = theta - g.mean
-    if g.scale.ndim == 2:
-        w = jax.scipy.linalg.solve_triangular(g.scale, d, lower=True)
-        log_det = jnp.sum(jnp.log(jnp.diagonal(g.scale)))
+    d = theta - g.mean.astype(theta.dtype)
+    scale = g.scale.astype(theta.dtype)
+    if scale.ndim == 2:
+        w = jax.scipy.linalg.solve_triangular(scale, d, lower=True)
+        log_det = jnp.sum(jnp.log(jnp.diagonal(scale)))
     else:
-        w, log_det = d / g.scale, jnp.sum(jnp.log(g.scale))
+        w, log_det = d / scale, jnp.sum(jnp.log(scale))
     return -0.5 * w @ w - log_det - 0.5 * d.shape[0] * _LOG_2PI
 
 

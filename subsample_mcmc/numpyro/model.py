@@ -238,8 +238,8 @@ def _static_key(name, model_args, model_kwargs):
     """A hashable key of ``name`` and the arguments' structure and static leaves (``None``
     when a static leaf cannot be hashed: then nothing is cached)."""
     leaves, treedef = jax.tree.flatten((tuple(model_args), dict(model_kwargs or {})))
-    static = tuple(("array", np.shape(v), str(np.asarray(v).dtype) if isinstance(v, np.ndarray) else str(v.dtype))
-                   if isinstance(v, (np.ndarray, jax.Array)) and np.ndim(v) > 0 else v for v in leaves)
+    static = tuple(("array", np.shape(v), str(v.dtype)) if isinstance(v, (np.ndarray, jax.Array)) and np.ndim(v) > 0
+                   else v for v in leaves)
     key = (name, treedef, static)
     try:
         hash(key)

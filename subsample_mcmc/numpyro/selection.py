@@ -229,9 +229,7 @@ class ModelSelection(MCMCKernel):
         for j, (name, kern) in enumerate(zip(self.names, self.kernels)):
             key_j = keys[:, j] if self._vectorized else keys[j]
             params = None if init_params is None else init_params.get(name)
-            with warnings.catch_warnings():
-                warnings.filterwarnings("always")
-                st = kern.init(key_j, num_warmup, params, model_args, model_kwargs)
+            st = kern.init(key_j, num_warmup, params, model_args, model_kwargs)
             inner.append(st._replace(i=jnp.zeros(jnp.shape(st.i), jnp.int32)))  # not weakly typed: one compile
             make = lambda s: pseudoprior(s.center, s.inverse_mass_matrix, s.mass_factor)  # noqa: E731
             pseudo.append(jax.vmap(make)(st) if self._vectorized else make(st))
@@ -300,8 +298,7 @@ class ModelSelection(MCMCKernel):
         # 3. the model index by a Gumbel-max race over the K models
         thetas = [ravel_pytree(st.z)[0] for st in inner]
         lp = jnp.stack([f(t) for f, t in zip(self._log_prior_fns(model_args, model_kwargs), thetas)])
-        lg = jnp.stack([pseudoprior_log_density(t, g.__class__(*(a.astype(t.dtype) for a in g)))
-                        for t, g in zip(thetas, state.pseudopriors)])
+        lg = jnp.stack([pseudoprior_log_density(t, g) for t, g in zip(thetas, state.pseudopriors)])
         lls = self._log_lik_fns(model_args, model_kwargs)
         proxies = [st.proxy for st in inner]
         exact = self.race_options["method"] == "exact"
