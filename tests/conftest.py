@@ -3,6 +3,21 @@ import os
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
+# JAX's persistent compilation cache, shared by the pytest-xdist workers and the notebook
+# kernels (they inherit the environment). Most of the suite's time is XLA compilation, and
+# many tests compile the same program from fresh closures (a new kernel per test): a hit
+# skips the compile. The directory lives in the checkout (ignored by git), so a clean clone
+# starts cold and CI gains only within one run; set SUBSAMPLE_MCMC_TEST_JAX_CACHE="" to
+# turn it off.
+_CACHE = os.environ.get(
+    "SUBSAMPLE_MCMC_TEST_JAX_CACHE",
+    os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".jax_cache"),
+)
+if _CACHE:
+    os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", _CACHE)
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
+
 import jax  # noqa: E402
 import pytest  # noqa: E402
 
