@@ -72,6 +72,54 @@ def test_closed_form_model_probabilities_within_three_standard_errors():
     assert np.all(np.abs(draws.mean(0) - mean) < 6 * sd / np.sqrt(len(draws) / 10))
 
 
+def test_wang_landau_starts_from_the_laplace_evidences():
+    """The default ``initial_adjustment="laplace"`` starts ``a_k = -log Z^_k``: for conjugate
+    Gaussian models the Laplace evidence is exact, so ``a`` at ``init`` equals minus the
+    closed-form log evidences (centred) -- evidences that differ by hundreds of nats here, far
+    more than Wang-Landau's decaying steps move in a short warmup; ``"zero"`` starts at 0."""
+    x, y = pm.simulate(3_000, [0.5, 0.3, -0.2], seed=11)  # quadratic: degree 1 is far behind
+    z = np.array([pm.log_evidence(x, y, d) for d in DEGREES])
+    assert z.max() - z.min() > 100
+    state = ModelSelection(pm.polynomial_models(DEGREES)).init(jax.random.PRNGKey(0), 10, None, (x, y), None)
+    a = np.asarray(state.log_prior_adjustment, np.float64)
+    np.testing.assert_allclose(a, -(z - z.mean()), atol=0.05)
+    # the Laplace pseudopriors of conjugate Gaussian models are their posteriors: constant weights
+    kernel = ModelSelection(pm.polynomial_models(DEGREES))
+    fits = kernel.pseudoprior_fit(state, x, y, num_draws=300)
+    assert list(fits) == ["degree1", "degree2", "degree3"]
+    for fit in fits.values():
+        assert fit.log_weight_sd < 0.05 and fit.effective_fraction > 0.99, fits
+    zero = ModelSelection(pm.polynomial_models(DEGREES), initial_adjustment="zero")
+    assert np.all(np.asarray(zero.init(jax.random.PRNGKey(0), 10, None, (x, y), None).log_prior_adjustment) == 0)
+    with pytest.raises(ValueError, match="initial_adjustment"):
+        ModelSelection(pm.polynomial_models(DEGREES), initial_adjustment="bic")
+
+
+def test_pseudoprior_fit_flags_a_skewed_posterior():
+    """Exponential rates from 12 NumPy data points: the log-rate posterior (a log-Gamma) is skewed, the
+    Laplace Gaussian misses its tails, and :meth:`ModelSelection.pseudoprior_fit` says so; with 5,000
+    points it is nearly Gaussian and the fit is good."""
+    def exponential(y):
+        rate = numpyro.sample("rate", dist.Gamma(1.0, 1.0))
+        with numpyro.plate("data", y.shape[0]):
+            numpyro.sample("y", dist.Exponential(rate), obs=y)
+
+    def gamma2(y):
+        rate = numpyro.sample("rate", dist.Gamma(1.0, 1.0))
+        with numpyro.plate("data", y.shape[0]):
+            numpyro.sample("y", dist.Gamma(2.0, 2.0 * rate), obs=y)
+
+    sd = {}
+    for n in (12, 5_000):
+        y = np.random.default_rng(0).exponential(2.0, size=n)
+        kernel = ModelSelection([exponential, gamma2], first_batch=10)
+        state = kernel.init(jax.random.PRNGKey(1), 10, None, (y,), None)
+        fits = kernel.pseudoprior_fit(state, y, num_draws=2000)
+        sd[n] = fits["exponential"].log_weight_sd
+        assert 0 < fits["exponential"].effective_fraction <= 1
+    assert sd[12] > 0.1 and sd[5_000] < 0.3 * sd[12], sd
+
+
 def test_exact_method_x64_pandas_and_keyword_data():
     """x64 on, pandas ``.values`` passed by keyword, ``method="exact"`` (the full-data sampler):
     the same closed-form answer."""
@@ -225,6 +273,12 @@ def test_model_probabilities_divides_out_the_adjustment_with_calibrated_errors()
     zs = np.array(zs)
     assert np.all(np.abs(zs.mean(0)) < 0.25)
     assert np.all((zs.std(0) > 0.8) & (zs.std(0) < 1.25))
+    # adjustments hundreds of nats apart (the Laplace start) and an unvisited model: no overflow
+    shift = np.array([0.0, 800.0, -900.0, 5.0])
+    draws = np.array([[0, 1, 1, 0, 1, 3, 0, 1] * 50])
+    est, se = model_probabilities(draws, (np.log([0.2, 0.4, 1.0, 1.0]) + shift)[None], 4)
+    assert np.all(np.isfinite(est)) and np.all(np.isfinite(se))
+    assert est[2] == 0 and est[1] < 1e-300 and abs(est.sum() - 1) < 1e-12
 
 
 def test_small_data_draws_the_model_exactly_and_stays_right():

@@ -30,8 +30,8 @@ from .proposals import (
     preconditioner, random_walk, reference_k_hat,
 )
 from .product_space import (
-    Pseudoprior, model_log_f0, model_probabilities, pseudoprior, pseudoprior_draw, pseudoprior_log_density,
-    wang_landau_update,
+    Pseudoprior, PseudopriorFit, laplace_adjustment, model_log_f0, model_probabilities, proxy_sums, pseudoprior, pseudoprior_draw,
+    pseudoprior_fit, pseudoprior_log_density, wang_landau_update,
 )
 from .proxy import TaylorProxy, proxy_per_datum, proxy_residual, proxy_sum, taylor_proxy
 
@@ -44,5 +44,5 @@ __all__ = [
     "LaplaceApproximation", "laplace_approximation", "fit_laplace", "inverse_mass",
     "evaluation_equivalents",
     "Pseudoprior", "pseudoprior", "pseudoprior_draw", "pseudoprior_log_density", "model_log_f0",
-    "wang_landau_update", "model_probabilities",
+    "proxy_sums", "laplace_adjustment", "PseudopriorFit", "pseudoprior_fit", "wang_landau_update", "model_probabilities",
 ]

@@ -25,7 +25,7 @@ from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import is_prng_key
 
 from ..kernels.product_space import (
-    model_log_f0, model_probabilities, proxy_sums, pseudoprior, pseudoprior_draw, pseudoprior_log_density,
+    PseudopriorFit, laplace_adjustment, model_log_f0, model_probabilities, proxy_sums, pseudoprior, pseudoprior_draw, pseudoprior_fit, pseudoprior_log_density,
     wang_landau_update,
 )
 from ..kernels.proxy import proxy_residual
@@ -115,9 +115,14 @@ class ModelSelection(MCMCKernel):
             (:func:`~subsample_mcmc.racing.best_arm`); ``method="exact"`` is the
             full-data product-space sampler (exact model draws and exact MH steps) coupled
             to the race through the same random numbers.
-        wang_landau: tune ``a`` during warmup (default True); False keeps ``a = 0`` (the
-            chain then samples ``p(k | y)`` directly, and a model with tiny posterior
-            probability is rarely visited).
+        wang_landau: tune ``a`` during warmup (default True); False keeps ``a`` at its start.
+        initial_adjustment: ``a``'s start: ``"laplace"`` (default) ``a_k = -log Z^_k``, the
+            Laplace evidences from each model's mode and pseudoprior
+            (:func:`~subsample_mcmc.kernels.product_space.laplace_adjustment`; one full-data
+            pass per model at ``init``), so that the models are nearly balanced from the first
+            sweep and Wang-Landau only corrects the Laplace error; ``"zero"``: ``a = 0`` (with
+            ``wang_landau=False`` the chain then samples ``p(k | y)`` itself, and a model with
+            tiny posterior probability is rarely visited).
         mh_options: further keyword arguments of each model's :class:`RacingMH` (e.g.
             ``num_restarts``, ``proposal``).
         data_plate: the data plate's name when a model has several candidates.
@@ -154,7 +159,8 @@ class ModelSelection(MCMCKernel):
 
     def __init__(self, models: Union[Sequence, dict], *, prior=None, method: str = "normal", delta: float = 0.05,
                  first_batch: int = 50, variance: str = "pairwise", wang_landau: bool = True,
-                 mh_options: Optional[dict] = None, data_plate: Optional[str] = None):
+                 initial_adjustment: str = "laplace", mh_options: Optional[dict] = None,
+                 data_plate: Optional[str] = None):
         self.names, self._models = _names(models)
         k = len(self._models)
         if prior is None:
@@ -170,6 +176,9 @@ class ModelSelection(MCMCKernel):
         self.race_options = dict(method=method, delta=float(delta), first_batch=int(first_batch),
                                  variance=variance)
         self.wang_landau = bool(wang_landau)
+        if initial_adjustment not in ("laplace", "zero"):
+            raise ValueError(f"initial_adjustment must be 'laplace' or 'zero', got {initial_adjustment!r}")
+        self.initial_adjustment = initial_adjustment
         mh_options = dict(mh_options or {})
         for key in ("method", "delta", "first_batch", "variance", "data_plate"):
             if key in mh_options:
@@ -235,20 +244,67 @@ class ModelSelection(MCMCKernel):
             pseudo.append(jax.vmap(make)(st) if self._vectorized else make(st))
         self._unravels = [kern._unravel for kern in self.kernels]
         key_state = keys[:, -1] if self._vectorized else keys[-1]
+        adjust = self._initial_adjustment(inner, pseudo, model_args, model_kwargs)
 
-        def build(key, inner, pseudo):
+        def build(key, inner, pseudo, adjust):
             k = jnp.zeros((), jnp.int32)
             return ModelSelectionState(
                 i=jnp.zeros((), jnp.int32), z=self._z(k, inner), inner_states=tuple(inner),
-                pseudopriors=tuple(pseudo), log_prior_adjustment=jnp.zeros((self.num_models,), jnp.float32),
+                pseudopriors=tuple(pseudo), log_prior_adjustment=adjust,
                 num_likelihood_evals=jnp.zeros((), jnp.int32), race_stage=jnp.zeros((), jnp.int32),
                 mh_race_stage=jnp.zeros((), jnp.int32), accept_prob=jnp.zeros((), jnp.float32), rng_key=key,
                 exact_model_draw=jnp.asarray(self.race_options["method"] == "exact"),
                 race_cost=jnp.zeros((), jnp.float32))
 
         if self._vectorized:
-            return jax.vmap(build)(key_state, tuple(inner), tuple(pseudo))
-        return build(key_state, inner, pseudo)
+            return jax.vmap(build)(key_state, tuple(inner), tuple(pseudo), adjust)
+        return build(key_state, inner, pseudo, adjust)
+
+    def _initial_adjustment(self, inner, pseudo, model_args, model_kwargs):
+        """Wang-Landau's start ``a`` ``[K]`` (``[C, K]`` for vectorized chains), float32."""
+        shape = (jnp.shape(inner[0].i)[0],) if self._vectorized else ()
+        if self.initial_adjustment == "zero":
+            return jnp.zeros(shape + (self.num_models,), jnp.float32)
+        everything = jnp.arange(self._size)
+        joints, log_g = [], []
+        for kern, st, g in zip(self.kernels, inner, pseudo):
+            lp, ll = kern._log_prior_fn(model_args, model_kwargs), kern._log_lik_fn(model_args, model_kwargs)
+
+            def at_mode(center, g, lp=lp, ll=ll):
+                return lp(center) + jnp.sum(ll(center, everything)), pseudoprior_log_density(center, g)
+
+            fn = jax.jit(jax.vmap(at_mode) if self._vectorized else at_mode)
+            joint, density = fn(st.center, g)
+            joints.append(joint)
+            log_g.append(density)
+        a = laplace_adjustment(jnp.stack(joints, -1), jnp.stack(log_g, -1))
+        a = jnp.where(jnp.isfinite(a), a, 0.0)  # a model whose mode is not finite starts unadjusted
+        return jnp.asarray(a - jnp.mean(a, axis=-1, keepdims=True), jnp.float32)
+
+    def pseudoprior_fit(self, state, *model_args, num_draws: int = 1000, rng_key=None, **model_kwargs) -> dict:
+        """How well each model's pseudoprior fits its posterior: ``{name: PseudopriorFit}``
+        (:func:`~subsample_mcmc.kernels.product_space.pseudoprior_fit`: Pareto ``k``, sd of the
+        log weights, effective fraction; floats).  ``state`` is ``mcmc.last_state`` (or a state
+        from :meth:`init`; chain 0 when chains are vectorized), ``model_args``/``model_kwargs``
+        the data the chain ran on.  A model with ``k_hat > 0.7`` or a log-weight sd of several
+        nats makes the chain stick in it: the model probabilities then rest on few switches
+        (see :func:`model_posterior`'s effective draws).  Reads the data ``num_draws`` times
+        per model."""
+        self._setup(model_args, model_kwargs)
+        key = jax.random.PRNGKey(0) if rng_key is None else rng_key
+        out = {}
+        for j, (name, kern, g, st) in enumerate(zip(self.names, self.kernels, state.pseudopriors,
+                                                    state.inner_states)):
+            z = st.z
+            if jnp.ndim(g.mean) == 2:  # vectorized chains: chain 0
+                g, z = jax.tree.map(lambda v: v[0], (g, z))
+            kern._unravel = ravel_pytree(z)[1]
+            lp, ll = kern._log_prior_fn(model_args, model_kwargs), kern._log_lik_fn(model_args, model_kwargs)
+            everything = jnp.arange(self._size)
+            fit = jax.jit(lambda k, g, lp=lp, ll=ll: pseudoprior_fit(
+                k, lambda t: lp(t) + jnp.sum(ll(t, everything)), g, num_draws))(jax.random.fold_in(key, j), g)
+            out[name] = PseudopriorFit(*(float(v) for v in fit))
+        return out
 
     def _z(self, k, inner_states):
         z = {MODEL_SITE: k}
@@ -443,7 +499,8 @@ def model_posterior(mcmc, num_batches: Optional[int] = None) -> ModelPosterior:
     visits = np.bincount(models.ravel(), minlength=kernel.num_models)
     effective = 0.0
     for chain in range(models.shape[0]):
-        w = np.exp(-(a[chain] - a[chain].max()))[models[chain]]
+        lw = -a[chain][models[chain]]
+        w = np.exp(lw - lw.max())  # Kish's number is scale-free: the largest drawn weight is 1
         effective += float(w.sum() ** 2 / np.sum(w ** 2))
     post = ModelPosterior(list(kernel.names), p, se, visits, a, effective)
     few = [n for n, pk, v in zip(kernel.names, p, visits) if pk > 0.01 and v < _MIN_VISITS]
