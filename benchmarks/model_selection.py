@@ -97,6 +97,10 @@ def main() -> None:
                         help="rewrite the markdown from the JSON of an earlier run (closed forms recomputed)")
     args = parser.parse_args()
     warnings.simplefilter("ignore")
+    import gc
+
+    import jax
+
     if args.report_only:
         report(json.loads(Path(args.output + ".json").read_text()), args.output)
         return
@@ -110,6 +114,10 @@ def main() -> None:
             res["z"] = [float(v) for v in np.where(se > 0, (p - exact) / np.where(se > 0, se, 1), 0.0)]
             row[method] = res
             print(seed, method, {k: (round(v, 4) if isinstance(v, float) else v) for k, v in res.items()}, flush=True)
+            # drop the compiled programs: each run compiles its own, and a process holding thousands of
+            # XLA executables runs out of memory mappings (vm.max_map_count; LLVM "Cannot allocate memory")
+            jax.clear_caches()
+            gc.collect()
         runs.append(row)
     summary = {}
     for key in ("evals_per_sweep", "ess_degree3", "ess_per_million_evals", "ess_per_second", "steady_seconds",
