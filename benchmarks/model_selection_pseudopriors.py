@@ -125,17 +125,19 @@ def copula_comparison(model, y, laplace, num_draws, seed):
     import numpy as np
     from jax.flatten_util import ravel_pytree
     from numpyro.infer import MCMC, NUTS
-    from numpyro.infer.util import initialize_model
+    from numpyro.infer.util import initialize_model, unconstrain_fn
     from scipy import optimize, stats
 
     from subsample_mcmc.kernels.product_space import pseudoprior_draw, pseudoprior_log_density
     from subsample_mcmc.kernels.proposals import pareto_k_hat
 
     mcmc = MCMC(NUTS(model), num_warmup=500, num_samples=2000, progress_bar=False)
-    mcmc.run(jax.random.PRNGKey(seed), y, extra_fields=("z",))  # "z": the unconstrained draws
-    z = mcmc.get_extra_fields()["z"]
-    flat = np.asarray(jax.vmap(lambda d: ravel_pytree(d)[0])(z), np.float64)
+    mcmc.run(jax.random.PRNGKey(seed), y)
     info = initialize_model(jax.random.PRNGKey(seed), model, model_args=(y,))
+    draws = mcmc.get_samples()
+    sites = list(info.param_info.z)
+    flat = np.asarray(jax.vmap(lambda d: ravel_pytree(unconstrain_fn(model, (y,), {}, d))[0])(
+        {k: draws[k] for k in sites}), np.float64)
     unravel = ravel_pytree(info.param_info.z)[1]
     log_joint = jax.jit(jax.vmap(lambda f: -info.potential_fn(unravel(f))))
     fit, held = flat[: len(flat) // 2], flat[len(flat) // 2:]
