@@ -16,7 +16,7 @@ from scipy.stats import multivariate_normal
 from subsample_mcmc import ModelSelection, conditional_samples, model_posterior
 from subsample_mcmc.kernels.laplace import fit_laplace
 from subsample_mcmc.kernels.product_space import (
-    model_probabilities, pseudoprior, pseudoprior_draw, pseudoprior_log_density, wang_landau_update,
+    laplace_adjustment, model_probabilities, pseudoprior, pseudoprior_draw, pseudoprior_log_density, wang_landau_update,
 )
 from subsample_mcmc.models import polynomial as pm
 
@@ -91,6 +91,9 @@ def test_wang_landau_starts_from_the_laplace_evidences():
         assert fit.log_weight_sd < 0.05 and fit.effective_fraction > 0.99, fits
     zero = ModelSelection(pm.polynomial_models(DEGREES), initial_adjustment="zero")
     assert np.all(np.asarray(zero.init(jax.random.PRNGKey(0), 10, None, (x, y), None).log_prior_adjustment) == 0)
+    # a model whose mode's density is not finite starts at the others' centre
+    np.testing.assert_allclose(np.asarray(laplace_adjustment(jnp.array([1.0, jnp.nan, 3.0]), jnp.zeros(3))),
+                               [1.0, 0.0, -1.0])
     with pytest.raises(ValueError, match="initial_adjustment"):
         ModelSelection(pm.polynomial_models(DEGREES), initial_adjustment="bic")
 

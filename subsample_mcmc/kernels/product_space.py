@@ -112,9 +112,13 @@ def laplace_adjustment(log_joint_at_mode: jax.Array, log_pseudoprior_at_mode: ja
     flat before the first sweep, so Wang-Landau only corrects the Laplace error (a few nats)
     instead of the full spread of the evidences (tens of nats between ARCH orders, more
     than the decaying step ``sum_t gamma_t ~ 100 log(T / 100)`` moves in a short warmup).
+    A model whose value is not finite (its mode's density overflowed) starts at the others'
+    centre, 0.  Centred over the last axis (``[..., K]``: vectorized chains allowed).
     """
     a = -(jnp.asarray(log_joint_at_mode) - jnp.asarray(log_pseudoprior_at_mode))
-    return a - jnp.mean(a)
+    finite = jnp.isfinite(a)
+    centre = jnp.sum(jnp.where(finite, a, 0.0), -1, keepdims=True) / jnp.maximum(jnp.sum(finite, -1, keepdims=True), 1)
+    return jnp.where(finite, a - centre, 0.0)
 
 
 def wang_landau_step_size(t) -> jax.Array:

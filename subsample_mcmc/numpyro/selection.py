@@ -31,7 +31,7 @@ from ..kernels.product_space import (
 from ..kernels.proxy import proxy_residual
 from ..racing import METHODS, sample_discrete
 from .mh import RacingMH
-from .model import full_data_model
+from .model import full_data_model, jit_with_data
 
 __all__ = ["ModelSelection", "ModelSelectionState", "ModelPosterior", "model_posterior", "conditional_samples"]
 
@@ -265,21 +265,22 @@ class ModelSelection(MCMCKernel):
         shape = (jnp.shape(inner[0].i)[0],) if self._vectorized else ()
         if self.initial_adjustment == "zero":
             return jnp.zeros(shape + (self.num_models,), jnp.float32)
-        everything = jnp.arange(self._size)
         joints, log_g = [], []
         for kern, st, g in zip(self.kernels, inner, pseudo):
-            lp, ll = kern._log_prior_fn(model_args, model_kwargs), kern._log_lik_fn(model_args, model_kwargs)
+            def at_mode(center, g, args, kwargs, kern=kern):
+                return self._log_joint(kern, args, kwargs)(center), pseudoprior_log_density(center, g)
 
-            def at_mode(center, g, lp=lp, ll=ll):
-                return lp(center) + jnp.sum(ll(center, everything)), pseudoprior_log_density(center, g)
-
-            fn = jax.jit(jax.vmap(at_mode) if self._vectorized else at_mode)
-            joint, density = fn(st.center, g)
+            fn = jax.vmap(at_mode, in_axes=(0, 0, None, None)) if self._vectorized else at_mode
+            joint, density = jit_with_data(fn, model_args, model_kwargs)(st.center, g)
             joints.append(joint)
             log_g.append(density)
-        a = laplace_adjustment(jnp.stack(joints, -1), jnp.stack(log_g, -1))
-        a = jnp.where(jnp.isfinite(a), a, 0.0)  # a model whose mode is not finite starts unadjusted
-        return jnp.asarray(a - jnp.mean(a, axis=-1, keepdims=True), jnp.float32)
+        return laplace_adjustment(jnp.stack(joints, -1), jnp.stack(log_g, -1)).astype(jnp.float32)
+
+    def _log_joint(self, kern, model_args, model_kwargs):
+        """``theta -> log p(y, theta | k)`` on model ``kern``'s flat parameters, every datum read."""
+        lp, ll = kern._log_prior_fn(model_args, model_kwargs), kern._log_lik_fn(model_args, model_kwargs)
+        everything = jnp.arange(self._size)
+        return lambda theta: lp(theta) + jnp.sum(ll(theta, everything))
 
     def pseudoprior_fit(self, state, *model_args, num_draws: int = 1000, rng_key=None, **model_kwargs) -> dict:
         """How well each model's pseudoprior fits its posterior: ``{name: PseudopriorFit}``
@@ -299,10 +300,11 @@ class ModelSelection(MCMCKernel):
             if jnp.ndim(g.mean) == 2:  # vectorized chains: chain 0
                 g, z = jax.tree.map(lambda v: v[0], (g, z))
             kern._unravel = ravel_pytree(z)[1]
-            lp, ll = kern._log_prior_fn(model_args, model_kwargs), kern._log_lik_fn(model_args, model_kwargs)
-            everything = jnp.arange(self._size)
-            fit = jax.jit(lambda k, g, lp=lp, ll=ll: pseudoprior_fit(
-                k, lambda t: lp(t) + jnp.sum(ll(t, everything)), g, num_draws))(jax.random.fold_in(key, j), g)
+
+            def fit_one(k, g, args, kwargs, kern=kern):
+                return pseudoprior_fit(k, self._log_joint(kern, args, kwargs), g, num_draws)
+
+            fit = jit_with_data(fit_one, model_args, model_kwargs)(jax.random.fold_in(key, j), g)
             out[name] = PseudopriorFit(*(float(v) for v in fit))
         return out
 
