@@ -46,17 +46,24 @@ from .proxy import TaylorProxy, proxy_sum
 
 __all__ = ["Pseudoprior", "pseudoprior", "pseudoprior_draw", "pseudoprior_log_density", "model_log_f0",
            "proxy_sums", "laplace_adjustment", "wang_landau_step_size", "wang_landau_update",
-           "model_probabilities", "PseudopriorFit", "pseudoprior_fit"]
+           "model_probabilities", "PseudopriorFit", "pseudoprior_fit", "yeo_johnson", "yeo_johnson_inverse",
+           "copula_pseudoprior"]
 
 _LOG_2PI = float(np.log(2 * np.pi))
 
 
 class Pseudoprior(NamedTuple):
     """``N(mean, L L')`` on a model's flat unconstrained parameters: ``scale`` is the
-    lower Cholesky factor ``L`` ``[p, p]`` or, for a diagonal covariance, the sds ``[p]``."""
+    lower Cholesky factor ``L`` ``[p, p]`` or, for a diagonal covariance, the sds ``[p]``.
+
+    With ``lam`` set (:func:`copula_pseudoprior`), the Gaussian is on ``v = YJ_lam((theta - loc) / spread)``
+    coordinate-wise (a Gaussian copula with Yeo-Johnson marginals), not on ``theta``."""
 
     mean: jax.Array
     scale: jax.Array
+    loc: Optional[jax.Array] = None
+    spread: Optional[jax.Array] = None
+    lam: Optional[jax.Array] = None
 
 
 def pseudoprior(mean: jax.Array, covariance: jax.Array, cholesky: Optional[jax.Array] = None) -> Pseudoprior:
@@ -70,13 +77,27 @@ def pseudoprior(mean: jax.Array, covariance: jax.Array, cholesky: Optional[jax.A
 
 
 def pseudoprior_draw(key: jax.Array, g: Pseudoprior) -> jax.Array:
-    """``theta ~ N(m, L L')``: ``m + L z``."""
+    """``theta ~ N(m, L L')``: ``m + L z`` (for a copula, ``loc + spread YJ^{-1}(m + L z)``)."""
     z = jax.random.normal(key, g.mean.shape, g.mean.dtype)
-    return g.mean + (g.scale @ z if g.scale.ndim == 2 else g.scale * z)
+    v = g.mean + (g.scale @ z if g.scale.ndim == 2 else g.scale * z)
+    if g.lam is None:
+        return v
+    return g.loc + g.spread * yeo_johnson_inverse(v, g.lam)
 
 
 def pseudoprior_log_density(theta: jax.Array, g: Pseudoprior) -> jax.Array:
-    r"""``log N(theta; m, L L') = -1/2 |L^{-1}(theta - m)|^2 - sum_i log L_ii - p/2 log 2 pi``."""
+    r"""``log N(theta; m, L L') = -1/2 |L^{-1}(theta - m)|^2 - sum_i log L_ii - p/2 log 2 pi``;
+    for a copula, ``log N(v; m, L L') + sum_i log YJ'(z_i) - sum_i log spread_i`` with
+    ``z = (theta - loc) / spread`` and ``v = YJ(z)`` (change of variables)."""
+    log_jac = 0.0
+    if g.lam is not None:
+        z = (theta - g.loc.astype(theta.dtype)) / g.spread.astype(theta.dtype)
+        theta, log_d = yeo_johnson(z, g.lam.astype(theta.dtype))
+        log_jac = jnp.sum(log_d) - jnp.sum(jnp.log(g.spread.astype(theta.dtype)))
+    return _gaussian_log_density(theta, g) + log_jac
+
+
+def _gaussian_log_density(theta, g):
     d = theta - g.mean.astype(theta.dtype)
     scale = g.scale.astype(theta.dtype)
     if scale.ndim == 2:
@@ -85,6 +106,73 @@ def pseudoprior_log_density(theta: jax.Array, g: Pseudoprior) -> jax.Array:
     else:
         w, log_det = d / scale, jnp.sum(jnp.log(scale))
     return -0.5 * w @ w - log_det - 0.5 * d.shape[0] * _LOG_2PI
+
+
+_LAMBDA_EPS = 1e-6
+
+
+def yeo_johnson(z: jax.Array, lam: jax.Array) -> tuple[jax.Array, jax.Array]:
+    r"""The Yeo-Johnson transform (Yeo & Johnson 2000, *Biometrika* 87(4), Eq. 2.1) and its log derivative,
+    elementwise:
+
+    .. math::
+
+        \psi_\lambda(z) = \begin{cases} ((1 + z)^\lambda - 1) / \lambda & z \ge 0,\ \lambda \ne 0 \\
+        \log(1 + z) & z \ge 0,\ \lambda = 0 \\ -((1 - z)^{2 - \lambda} - 1) / (2 - \lambda) & z < 0,\
+        \lambda \ne 2 \\ -\log(1 - z) & z < 0,\ \lambda = 2 \end{cases}
+        \qquad \log \psi_\lambda'(z) = (\lambda - 1)\, \mathrm{sign}(z) \log(1 + |z|).
+
+    For ``lambda`` in ``[0, 2]`` it maps the real line onto itself (both branches unbounded), so a
+    Gaussian on ``psi(z)`` is a proper density on ``z`` with exact draws."""
+    pos = z >= 0
+    zp, zn = jnp.where(pos, z, 0.0), jnp.where(pos, 0.0, -z)
+    a, b = jnp.log1p(zp), jnp.log1p(zn)
+    m = 2.0 - lam
+    lam_safe = jnp.where(jnp.abs(lam) < _LAMBDA_EPS, 1.0, lam)
+    m_safe = jnp.where(jnp.abs(m) < _LAMBDA_EPS, 1.0, m)
+    up = jnp.where(jnp.abs(lam) < _LAMBDA_EPS, a, jnp.expm1(lam * a) / lam_safe)
+    down = jnp.where(jnp.abs(m) < _LAMBDA_EPS, -b, -jnp.expm1(m * b) / m_safe)
+    return jnp.where(pos, up, down), jnp.where(pos, (lam - 1.0) * a, (1.0 - lam) * b)
+
+
+def yeo_johnson_inverse(v: jax.Array, lam: jax.Array) -> jax.Array:
+    """``psi_lambda^{-1}(v)`` (:func:`yeo_johnson`), ``lambda`` in ``[0, 2]``."""
+    pos = v >= 0
+    vp, vn = jnp.where(pos, v, 0.0), jnp.where(pos, 0.0, -v)
+    m = 2.0 - lam
+    lam_safe = jnp.where(jnp.abs(lam) < _LAMBDA_EPS, 1.0, lam)
+    m_safe = jnp.where(jnp.abs(m) < _LAMBDA_EPS, 1.0, m)
+    up = jnp.where(jnp.abs(lam) < _LAMBDA_EPS, jnp.expm1(vp), jnp.expm1(jnp.log1p(lam * vp) / lam_safe))
+    down = jnp.where(jnp.abs(m) < _LAMBDA_EPS, -jnp.expm1(vn), -jnp.expm1(jnp.log1p(m * vn) / m_safe))
+    return jnp.where(pos, up, down)
+
+
+def copula_pseudoprior(draws: jax.Array, num_lambdas: int = 41, shrinkage: float = 5.0) -> Pseudoprior:
+    r"""A pseudoprior fitted to draws ``[S, p]`` of a model's posterior: a Gaussian copula with
+    Yeo-Johnson marginals.  Each coordinate is standardised, ``z = (theta - loc) / spread``, and
+    transformed by :func:`yeo_johnson` with the ``lambda`` in ``[0, 2]`` (a grid of ``num_lambdas``)
+    that maximises the profile log-likelihood ``-S/2 log var(psi(z)) + sum_s log psi'(z_s)`` (Yeo &
+    Johnson 2000, Sec. 3); a Gaussian is fitted to ``v = psi(z)`` (mean and the sample covariance
+    shrunk towards ``1e-3 I`` with weight ``shrinkage / (S + shrinkage)``, as Stan regularises its
+    metric).  Skewed posteriors (ARCH lags near their zero bound) are fitted far better than by the
+    Laplace Gaussian (``benchmarks/model_selection_pseudopriors.py``).  Traceable."""
+    x = jnp.asarray(draws)
+    s = x.shape[0]
+    loc = jnp.mean(x, 0)
+    spread = jnp.maximum(jnp.std(x, 0), jnp.finfo(x.dtype).tiny)
+    z = (x - loc) / spread
+    grid = jnp.linspace(0.0, 2.0, num_lambdas, dtype=x.dtype)
+
+    def profile(lam):
+        v, log_d = yeo_johnson(z, lam)
+        return -0.5 * s * jnp.log(jnp.var(v, 0)) + jnp.sum(log_d, 0)
+
+    lam = grid[jnp.argmax(jax.vmap(profile)(grid), axis=0)]
+    v, _ = yeo_johnson(z, lam)
+    cov = jnp.atleast_2d(jnp.cov(v, rowvar=False))
+    w = shrinkage / (s + shrinkage)
+    cov = (1.0 - w) * cov + w * 1e-3 * jnp.eye(cov.shape[0], dtype=x.dtype)
+    return Pseudoprior(jnp.mean(v, 0), jnp.linalg.cholesky(cov), loc, spread, lam)
 
 
 def model_log_f0(log_prior_model: jax.Array, log_adjustment: jax.Array, log_prior_params: jax.Array,
