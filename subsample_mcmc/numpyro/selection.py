@@ -25,7 +25,7 @@ from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import is_prng_key
 
 from ..kernels.product_space import (
-    PseudopriorFit, laplace_adjustment, model_log_f0, model_probabilities, proxy_sums, pseudoprior, pseudoprior_draw, pseudoprior_fit, pseudoprior_log_density,
+    PseudopriorFit, copula_pseudoprior, laplace_adjustment, model_log_f0, model_probabilities, proxy_sums, pseudoprior, pseudoprior_draw, pseudoprior_fit, pseudoprior_log_density,
     wang_landau_update,
 )
 from ..kernels.proxy import proxy_residual
@@ -159,8 +159,8 @@ class ModelSelection(MCMCKernel):
 
     def __init__(self, models: Union[Sequence, dict], *, prior=None, method: str = "normal", delta: float = 0.05,
                  first_batch: int = 50, variance: str = "pairwise", wang_landau: bool = True,
-                 initial_adjustment: str = "laplace", mh_options: Optional[dict] = None,
-                 data_plate: Optional[str] = None):
+                 initial_adjustment: str = "laplace", pseudoprior: str = "laplace", pilot_draws: int = 1000,
+                 mh_options: Optional[dict] = None, data_plate: Optional[str] = None):
         self.names, self._models = _names(models)
         k = len(self._models)
         if prior is None:
@@ -179,6 +179,11 @@ class ModelSelection(MCMCKernel):
         if initial_adjustment not in ("laplace", "zero"):
             raise ValueError(f"initial_adjustment must be 'laplace' or 'zero', got {initial_adjustment!r}")
         self.initial_adjustment = initial_adjustment
+        if pseudoprior not in ("laplace", "copula"):
+            raise ValueError(f"pseudoprior must be 'laplace' or 'copula', got {pseudoprior!r}")
+        if int(pilot_draws) != pilot_draws or pilot_draws < 50:
+            raise ValueError(f"pilot_draws must be an integer >= 50, got {pilot_draws!r}")
+        self.pseudoprior_kind, self.pilot_draws = pseudoprior, int(pilot_draws)
         mh_options = dict(mh_options or {})
         for key in ("method", "delta", "first_batch", "variance", "data_plate"):
             if key in mh_options:
@@ -238,10 +243,14 @@ class ModelSelection(MCMCKernel):
         for j, (name, kern) in enumerate(zip(self.names, self.kernels)):
             key_j = keys[:, j] if self._vectorized else keys[j]
             params = None if init_params is None else init_params.get(name)
-            st = kern.init(key_j, num_warmup, params, model_args, model_kwargs)
+            if self.pseudoprior_kind == "copula":
+                st, g = self._pilot(kern, key_j, num_warmup, params, model_args, model_kwargs)
+            else:
+                st = kern.init(key_j, num_warmup, params, model_args, model_kwargs)
+                make = lambda s: pseudoprior(s.center, s.inverse_mass_matrix, s.mass_factor)  # noqa: E731
+                g = jax.vmap(make)(st) if self._vectorized else make(st)
             inner.append(st._replace(i=jnp.zeros(jnp.shape(st.i), jnp.int32)))  # not weakly typed: one compile
-            make = lambda s: pseudoprior(s.center, s.inverse_mass_matrix, s.mass_factor)  # noqa: E731
-            pseudo.append(jax.vmap(make)(st) if self._vectorized else make(st))
+            pseudo.append(g)
         self._unravels = [kern._unravel for kern in self.kernels]
         key_state = keys[:, -1] if self._vectorized else keys[-1]
         adjust = self._initial_adjustment(inner, pseudo, model_args, model_kwargs)
@@ -259,6 +268,31 @@ class ModelSelection(MCMCKernel):
         if self._vectorized:
             return jax.vmap(build)(key_state, tuple(inner), tuple(pseudo), adjust)
         return build(key_state, inner, pseudo, adjust)
+
+    def _pilot(self, kern, key, num_warmup, params, model_args, model_kwargs):
+        """Carlin & Chib's pilot run: the model's own RacingMH chain (``pilot_draws`` warmup then
+        ``pilot_draws`` draws), and the copula pseudoprior fitted to its draws
+        (:func:`~subsample_mcmc.kernels.product_space.copula_pseudoprior`).  Returns the chain's
+        last state (ready for the product-space run's warmup) and the pseudoprior."""
+        n = self.pilot_draws
+        st = kern.init(key, n, params, model_args, model_kwargs)
+
+        def run(state, args, kwargs):
+            def step(s, _):
+                s = kern.sample(s, args, kwargs)
+                flat = jax.vmap(lambda z: ravel_pytree(z)[0])(s.z) if self._vectorized else ravel_pytree(s.z)[0]
+                return s, flat
+
+            state, flats = jax.lax.scan(step, state, None, length=2 * n)
+            return state, flats[n:]
+
+        st, draws = jit_with_data(run, model_args, model_kwargs)(st)
+        kern._num_warmup = int(num_warmup)  # the product-space run's warmup from here on
+        if self._vectorized:
+            g = jax.vmap(copula_pseudoprior, in_axes=1)(draws)
+        else:
+            g = copula_pseudoprior(draws)
+        return st, g
 
     def _initial_adjustment(self, inner, pseudo, model_args, model_kwargs):
         """Wang-Landau's start ``a`` ``[K]`` (``[C, K]`` for vectorized chains), float32."""
