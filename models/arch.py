@@ -29,8 +29,10 @@ uses the entries selected by its mask and ignores the others, so every order has
 same static shape (``jit``/``vmap`` friendly).  The log prior in ``u`` includes the
 softplus Jacobian: ``log p(u) = sum_active [-softplus(u_k) + log sigmoid(u_k)]``.
 
-**Data.**  :func:`load_returns` reads the daily series shipped with the ``arch`` package
-(``sp500``, ``nasdaq``) or a user's CSV of prices or returns and returns demeaned log
+**Data.**  :func:`load_returns` reads the Dow Jones Industrial Average 1885-2023 (``djia``,
+the default, N = 37,930 returns) or the S&P 500 1950-2018 (``sp500-1950``), shipped as
+compressed CSV in ``models/data``, the daily series shipped with the ``arch`` package
+(``sp500``, ``nasdaq``, 1999-2018) or a user's CSV of prices or returns and returns demeaned log
 returns in percent; :func:`simulate_arch` draws a series with a known order.
 :func:`lag_matrix` stores ``y_t = (r_t, r_{t-1}^2, .., r_{t-max Q}^2)`` for every term,
 so one row is everything datum ``t`` contributes: per-datum log-likelihoods are
@@ -52,7 +54,7 @@ import numpy as np
 from jax.scipy.special import gammaln
 
 __all__ = [
-    "DEFAULT_ORDERS", "SERIES", "ReturnSeries", "ArchData", "load_returns", "simulate_arch",
+    "DEFAULT_ORDERS", "SERIES", "SHIPPED", "DEFAULT_SERIES", "ReturnSeries", "ArchData", "load_returns", "simulate_arch",
     "validate_orders", "lag_matrix", "prepare", "order_mask", "constrain", "student_t_logpdf",
     "log_likelihood_points", "log_prior", "LaplaceFit", "fit_laplace", "arch_numpyro_model",
     "inverse_softplus",
@@ -61,6 +63,12 @@ __all__ = [
 DEFAULT_ORDERS = (5, 10, 15, 20, 25, 30)
 #: real daily price series shipped with the ``arch`` package (``arch.data.<name>``)
 SERIES = ("sp500", "nasdaq")
+#: longer real series shipped with this package (``models/data``, sources in its ``regenerate.py``)
+SHIPPED = {"djia": ("djia.csv.gz", "Close", "Dow Jones Industrial Average 1885-2023"),
+           "sp500-1950": ("sp500_1950.csv.gz", "Adj Close", "S&P 500 1950-2018")}
+#: the main job's default series: the longest real one
+DEFAULT_SERIES = "djia"
+_DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 _MIN_TERMS_PER_PARAMETER = 10
 
 
@@ -104,7 +112,8 @@ def _read_csv(path: str, column: Optional[str], kind: Optional[str]):
     import pandas as pd
 
     if not os.path.exists(path):
-        raise FileNotFoundError(f"data file {path!r} does not exist; pass --data sp500|nasdaq|simulated|PATH.csv")
+        raise FileNotFoundError(f"data file {path!r} does not exist; pass --data "
+                                f"{'|'.join(SHIPPED)}|{'|'.join(SERIES)}|simulated|PATH.csv")
     try:
         frame = pd.read_csv(path)
     except Exception as err:  # pandas raises many types for broken files
@@ -153,12 +162,15 @@ def _read_csv(path: str, column: Optional[str], kind: Optional[str]):
     return values, kind, dates, chosen
 
 
-def load_returns(source: str = "sp500", *, column: Optional[str] = None, kind: Optional[str] = None) -> ReturnSeries:
+def load_returns(source: str = DEFAULT_SERIES, *, column: Optional[str] = None, kind: Optional[str] = None) -> ReturnSeries:
     """Demeaned daily log returns in percent of a real series or a CSV file.
 
     Args:
-        source: ``"sp500"`` or ``"nasdaq"`` (``arch.data``, adjusted close, 1999-2018 and
-            1999-2018 daily) or a path to a CSV file.
+        source: ``"djia"`` (the default: Dow Jones Industrial Average, daily close,
+            1885-02-16 to 2023-11-21, 37,930 returns) or ``"sp500-1950"`` (S&P 500, adjusted
+            close, 1950-2018, 17,345 returns), both shipped in ``models/data`` (sources named
+            in its ``regenerate.py``); ``"sp500"`` or ``"nasdaq"`` (the ``arch`` package's
+            ``arch.data``, adjusted close, 1999-2018 daily); or a path to a CSV file.
         column: the CSV column to use (default: ``Adj Close``/``Close``/``Price`` as
             prices, else ``Return``/``Returns`` as returns, else the only numeric column).
         kind: ``"prices"`` (log returns are taken) or ``"returns"`` (used as given, in
@@ -168,7 +180,13 @@ def load_returns(source: str = "sp500", *, column: Optional[str] = None, kind: O
         FileNotFoundError / ValueError with the fix, for a missing or unreadable file,
         non-numeric or missing values, or non-positive prices.
     """
-    if source in SERIES:
+    if source in SHIPPED:
+        filename, column, _ = SHIPPED[source]
+        values, _, dates, _ = _read_csv(os.path.join(_DATA_DIR, filename), column, "prices")
+        r = _log_returns_from_prices(values, source)
+        dates = None if dates is None else dates[1:]
+        name = source
+    elif source in SERIES:
         import importlib
 
         frame = importlib.import_module(f"arch.data.{source}").load()
@@ -179,7 +197,7 @@ def load_returns(source: str = "sp500", *, column: Optional[str] = None, kind: O
         name = source
     else:
         if not isinstance(source, (str, os.PathLike)):
-            raise TypeError(f"source must be one of {SERIES} or a CSV path, got {source!r}")
+            raise TypeError(f"source must be one of {tuple(SHIPPED) + SERIES} or a CSV path, got {source!r}")
         values, kind, dates, chosen = _read_csv(str(source), column, kind)
         if kind == "prices":
             r = _log_returns_from_prices(values, str(source))

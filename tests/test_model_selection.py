@@ -324,3 +324,29 @@ def test_model_posterior_warns_when_a_few_visits_decide():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert model_posterior(run).effective_draws > 3000
+
+
+def test_check_decisions_error_rate_within_delta_and_pseudopriors_reused():
+    """``check_decisions=True`` re-draws every raced model index exactly with the same Gumbel noise:
+    the disagreement rate stays within ``delta`` (Prop. 1; a one-sided binomial bound) on a balanced
+    problem, where the races are hardest; the fitted pseudopriors pass to an exact kernel unchanged."""
+    from scipy.stats import binom
+
+    x, y = balanced_polynomial(5_000, seed=5)
+    delta = 0.1
+    kernel = ModelSelection(pm.polynomial_models(DEGREES), delta=delta, check_decisions=True)
+    mcmc = MCMC(kernel, num_warmup=200, num_samples=800, progress_bar=False)
+    mcmc.run(jax.random.PRNGKey(1), np.asarray(x), np.asarray(y),
+             extra_fields=("model_draw_checked", "model_draw_disagrees", "race_stage"))
+    ef = mcmc.get_extra_fields()
+    checked = np.asarray(ef["model_draw_checked"])
+    errors = int(np.asarray(ef["model_draw_disagrees"]).sum())
+    assert checked.sum() > 500 and np.all(np.asarray(ef["race_stage"])[checked] > 0)
+    assert binom.sf(errors - 1, int(checked.sum()), delta) > 1e-3, (errors, checked.sum())
+    given = kernel.pseudopriors(mcmc.last_state)
+    exact = ModelSelection(pm.polynomial_models(DEGREES), method="exact", pseudoprior=given)
+    state = exact.init(jax.random.PRNGKey(2), 10, None, (x, y), None)
+    for g, h in zip(state.pseudopriors, given.values()):
+        np.testing.assert_array_equal(np.asarray(g.mean), np.asarray(h.mean))
+    with pytest.raises(ValueError, match="pseudoprior"):
+        ModelSelection(pm.polynomial_models(DEGREES), pseudoprior={"degree1": given["degree1"]})

@@ -25,7 +25,7 @@ from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import is_prng_key
 
 from ..kernels.product_space import (
-    PseudopriorFit, copula_pseudoprior, laplace_adjustment, model_log_f0, model_probabilities, proxy_sums, pseudoprior, pseudoprior_draw, pseudoprior_fit, pseudoprior_log_density,
+    Pseudoprior, PseudopriorFit, copula_pseudoprior, laplace_adjustment, model_log_f0, model_probabilities, proxy_sums, pseudoprior, pseudoprior_draw, pseudoprior_fit, pseudoprior_log_density,
     wang_landau_update,
 )
 from ..kernels.proxy import proxy_residual
@@ -40,6 +40,10 @@ MODEL_SITE = "model"
 #: model_posterior warns when a model with probability above 1% has fewer visits than this, or when the
 #: weighted draws' effective number is below this fraction of the draws
 _MIN_VISITS, _MIN_EFFECTIVE_FRACTION = 20, 0.05
+#: pseudoprior="auto": pseudoprior draws of the Laplace check, and the log-weight sd above which a model's
+#: pseudoprior is refitted from a NUTS pilot (sd 1 nat: the chain already leaves the model several times
+#: less often than a perfect fit would)
+_AUTO_CHECK_DRAWS, _AUTO_MAX_LOG_WEIGHT_SD = 200, 1.0
 
 
 class ModelSelectionState(NamedTuple):
@@ -55,6 +59,8 @@ class ModelSelectionState(NamedTuple):
     rng_key: jax.Array
     exact_model_draw: jax.Array = False  # the model index is drawn exactly (the race cost more; decided in warmup)
     race_cost: jax.Array = 0.0  # the model race's evaluations summed over the decision window of warmup
+    model_draw_checked: jax.Array = False  # check_decisions: this sweep's model draw was a race, re-drawn exactly
+    model_draw_disagrees: jax.Array = False  # ... and the exact draw (same Gumbel noise) chose another model
 
 
 def _names(models) -> tuple[list, list]:
@@ -84,7 +90,8 @@ class ModelSelection(MCMCKernel):
     :mod:`~subsample_mcmc.kernels.product_space` for the maths, Eq. 25 of Chen &
     Ghahramani 2016): per sweep, every unselected model's parameters are drawn from its
     pseudoprior (the Laplace approximation ``N(m_j, S_j)`` at its MAP, found by
-    :class:`RacingMH`'s mode search at ``init``), the selected model's parameters move
+    :class:`RacingMH`'s mode search at ``init``, or a copula fitted to a pilot run where the
+    Laplace approximation misses: ``pseudoprior``), the selected model's parameters move
     by one :class:`RacingMH` step (its defaults: Crank-Nicolson-t around the Laplace
     approximation where it fits, the random walk otherwise), and the model index ``k``
     is drawn by a Gumbel-max race (Eq. 2-3, Racing-Normal by default) whose ``K`` arms
@@ -123,6 +130,22 @@ class ModelSelection(MCMCKernel):
             sweep and Wang-Landau only corrects the Laplace error; ``"zero"``: ``a = 0`` (with
             ``wang_landau=False`` the chain then samples ``p(k | y)`` itself, and a model with
             tiny posterior probability is rarely visited).
+        pseudoprior: each model's pseudoprior ``g_j``.  ``"auto"`` (default): the Laplace
+            Gaussian at its mode, checked at ``init`` by :func:`~subsample_mcmc.kernels.product_space.pseudoprior_fit`
+            (200 pseudoprior draws, full data) and, where it misses (Pareto ``k > 0.7`` or
+            log-weight sd above 1 nat: skewed posteriors, such as ARCH lags near their zero
+            bound, where the chain would stick in the model), replaced by ``"copula"``: a Gaussian
+            copula with Yeo-Johnson marginals fitted to a NUTS pilot run of the model alone
+            (:func:`~subsample_mcmc.kernels.product_space.copula_pseudoprior`; ``pilot_draws``
+            draws, full data); ``kernel.auto_choice`` records each model's check and choice.
+            ``"laplace"`` or ``"copula"`` force one kind; a dict ``{name: Pseudoprior}`` reuses
+            an earlier run's fits (:meth:`pseudopriors`).
+        pilot_draws: draws of each NUTS pilot (``pseudoprior="copula"``; half as many warmup).
+        check_decisions: re-draw every raced model index exactly with the same Gumbel noise
+            (a full-data pass per sweep, not counted in ``num_likelihood_evals``) and record in
+            the extra fields ``model_draw_checked`` and ``model_draw_disagrees`` whether the
+            race chose another model: the race's decision error rate, which Prop. 1 bounds by
+            ``delta``.
         mh_options: further keyword arguments of each model's :class:`RacingMH` (e.g.
             ``num_restarts``, ``proposal``).
         data_plate: the data plate's name when a model has several candidates.
@@ -159,8 +182,9 @@ class ModelSelection(MCMCKernel):
 
     def __init__(self, models: Union[Sequence, dict], *, prior=None, method: str = "normal", delta: float = 0.05,
                  first_batch: int = 50, variance: str = "pairwise", wang_landau: bool = True,
-                 initial_adjustment: str = "laplace", pseudoprior: str = "laplace", pilot_draws: int = 1000,
-                 mh_options: Optional[dict] = None, data_plate: Optional[str] = None):
+                 initial_adjustment: str = "laplace", pseudoprior: Union[str, dict] = "auto",
+                 pilot_draws: int = 1000, check_decisions: bool = False, mh_options: Optional[dict] = None,
+                 data_plate: Optional[str] = None):
         self.names, self._models = _names(models)
         k = len(self._models)
         if prior is None:
@@ -179,11 +203,20 @@ class ModelSelection(MCMCKernel):
         if initial_adjustment not in ("laplace", "zero"):
             raise ValueError(f"initial_adjustment must be 'laplace' or 'zero', got {initial_adjustment!r}")
         self.initial_adjustment = initial_adjustment
-        if pseudoprior not in ("laplace", "copula"):
-            raise ValueError(f"pseudoprior must be 'laplace' or 'copula', got {pseudoprior!r}")
+        if isinstance(pseudoprior, dict):
+            if set(pseudoprior) != set(self.names) or not all(isinstance(g, Pseudoprior) for g in pseudoprior.values()):
+                raise ValueError(f"pseudoprior as a dict must map every model name {self.names} to a Pseudoprior "
+                                 "(e.g. ModelSelection.pseudopriors(mcmc.last_state) of an earlier run)")
+            self._given_pseudopriors = {k: jax.tree.map(jnp.asarray, g) for k, g in pseudoprior.items()}
+            pseudoprior = "given"
+        elif pseudoprior not in ("auto", "laplace", "copula"):
+            raise ValueError(f"pseudoprior must be 'auto', 'laplace', 'copula' or a dict {{name: Pseudoprior}}, "
+                             f"got {pseudoprior!r}")
         if int(pilot_draws) != pilot_draws or pilot_draws < 50:
             raise ValueError(f"pilot_draws must be an integer >= 50, got {pilot_draws!r}")
         self.pseudoprior_kind, self.pilot_draws = pseudoprior, int(pilot_draws)
+        self.check_decisions = bool(check_decisions)
+        self.auto_choice = {}  # pseudoprior="auto": {name: {"pseudoprior", "k_hat", "log_weight_sd"}} after init
         mh_options = dict(mh_options or {})
         for key in ("method", "delta", "first_batch", "variance", "data_plate"):
             if key in mh_options:
@@ -243,12 +276,11 @@ class ModelSelection(MCMCKernel):
         for j, (name, kern) in enumerate(zip(self.names, self.kernels)):
             key_j = keys[:, j] if self._vectorized else keys[j]
             params = None if init_params is None else init_params.get(name)
-            if self.pseudoprior_kind == "copula":
-                st, g = self._pilot(kern, key_j, num_warmup, params, model_args, model_kwargs)
-            else:
-                st = kern.init(key_j, num_warmup, params, model_args, model_kwargs)
-                make = lambda s: pseudoprior(s.center, s.inverse_mass_matrix, s.mass_factor)  # noqa: E731
-                g = jax.vmap(make)(st) if self._vectorized else make(st)
+            st = kern.init(key_j, num_warmup, params, model_args, model_kwargs)
+            g = self._pseudoprior(j, name, kern, st, model_args, model_kwargs)
+            if self._vectorized and jnp.ndim(g.mean) == 1:  # one fit serves every chain
+                c = jnp.shape(st.i)[0]
+                g = jax.tree.map(lambda v: jnp.broadcast_to(v, (c,) + jnp.shape(v)), g)
             inner.append(st._replace(i=jnp.zeros(jnp.shape(st.i), jnp.int32)))  # not weakly typed: one compile
             pseudo.append(g)
         self._unravels = [kern._unravel for kern in self.kernels]
@@ -263,36 +295,77 @@ class ModelSelection(MCMCKernel):
                 num_likelihood_evals=jnp.zeros((), jnp.int32), race_stage=jnp.zeros((), jnp.int32),
                 mh_race_stage=jnp.zeros((), jnp.int32), accept_prob=jnp.zeros((), jnp.float32), rng_key=key,
                 exact_model_draw=jnp.asarray(self.race_options["method"] == "exact"),
-                race_cost=jnp.zeros((), jnp.float32))
+                race_cost=jnp.zeros((), jnp.float32), model_draw_checked=jnp.zeros((), bool),
+                model_draw_disagrees=jnp.zeros((), bool))
 
         if self._vectorized:
             return jax.vmap(build)(key_state, tuple(inner), tuple(pseudo), adjust)
         return build(key_state, inner, pseudo, adjust)
 
-    def _pilot(self, kern, key, num_warmup, params, model_args, model_kwargs):
-        """Carlin & Chib's pilot run: the model's own RacingMH chain (``pilot_draws`` warmup then
-        ``pilot_draws`` draws), and the copula pseudoprior fitted to its draws
-        (:func:`~subsample_mcmc.kernels.product_space.copula_pseudoprior`).  Returns the chain's
-        last state (ready for the product-space run's warmup) and the pseudoprior."""
+    def _pseudoprior(self, j, name, kern, st, model_args, model_kwargs):
+        """Model ``j``'s pseudoprior (``pseudoprior`` of the constructor): the Laplace Gaussian
+        from its RacingMH state ``st``; with ``"auto"`` checked by :func:`pseudoprior_fit`
+        (``_AUTO_CHECK_DRAWS`` full-data passes) and replaced by the NUTS-pilot copula
+        (:meth:`_pilot`) when it misses (``k_hat > 0.7`` or log-weight sd above
+        ``_AUTO_MAX_LOG_WEIGHT_SD`` nats)."""
+        flat = ravel_pytree(jax.tree.map(lambda v: v[0], st.z) if self._vectorized else st.z)[0]
+        if self.pseudoprior_kind == "given":
+            g = self._given_pseudopriors[name]
+            if g.mean.shape != flat.shape:
+                raise ValueError(f"pseudoprior[{name!r}] has {g.mean.shape[-1]} parameters but model {name!r} "
+                                 f"has {flat.shape[0]}")
+            return jax.tree.map(lambda v: jnp.asarray(v, flat.dtype), g)
+        if self.pseudoprior_kind == "copula":
+            return self._pilot(name, kern, st, model_args, model_kwargs)
+        make = lambda s: pseudoprior(s.center, s.inverse_mass_matrix, s.mass_factor)  # noqa: E731
+        g = jax.vmap(make)(st) if self._vectorized else make(st)
+        if self.pseudoprior_kind == "laplace":
+            return g
+        g0 = jax.tree.map(lambda v: v[0], g) if self._vectorized else g
+        kern._unravel = ravel_pytree(jax.tree.map(lambda v: v[0], st.z) if self._vectorized else st.z)[1]
+
+        def check(key, g, args, kwargs):
+            return pseudoprior_fit(key, self._log_joint(kern, args, kwargs), g, _AUTO_CHECK_DRAWS)
+
+        key = jax.random.fold_in(st.rng_key[0] if self._vectorized else st.rng_key, 11)
+        fit = jit_with_data(check, model_args, model_kwargs)(key, g0)
+        self.auto_choice[name] = dict(k_hat=float(fit.k_hat), log_weight_sd=float(fit.log_weight_sd))
+        if float(fit.k_hat) > 0.7 or not float(fit.log_weight_sd) <= _AUTO_MAX_LOG_WEIGHT_SD:
+            self.auto_choice[name]["pseudoprior"] = "copula"
+            return self._pilot(name, kern, st, model_args, model_kwargs)
+        self.auto_choice[name]["pseudoprior"] = "laplace"
+        return g
+
+    def _pilot(self, name, kern, st, model_args, model_kwargs):
+        """Carlin & Chib's pilot run for model ``name``: NumPyro's NUTS on the model alone
+        (full data; ``pilot_draws // 2`` warmup then ``pilot_draws`` draws) and the copula
+        pseudoprior fitted to its draws on the unconstrained scale
+        (:func:`~subsample_mcmc.kernels.product_space.copula_pseudoprior`).  NUTS, not RacingMH:
+        the pilot exists for the posteriors the Laplace approximation misses (skewed, lags at a
+        bound), where a Metropolis walk crawls and its draws would fit the copula to one corner.
+        Warns when the pilot's draws are too few to fit it (min bulk ESS < 50, divergences).
+        With vectorized chains one pilot (chain 0's key) serves every chain."""
+        from numpyro.diagnostics import effective_sample_size
+        from numpyro.infer import MCMC, NUTS
+        from numpyro.infer.util import unconstrain_fn
+
+        key0 = st.rng_key[0] if self._vectorized else st.rng_key
+        z0 = jax.tree.map(lambda v: v[0], st.z) if self._vectorized else st.z
+        model = self._models[self.names.index(name)]
         n = self.pilot_draws
-        st = kern.init(key, n, params, model_args, model_kwargs)
-
-        def run(state, args, kwargs):
-            def step(s, _):
-                s = kern.sample(s, args, kwargs)
-                flat = jax.vmap(lambda z: ravel_pytree(z)[0])(s.z) if self._vectorized else ravel_pytree(s.z)[0]
-                return s, flat
-
-            state, flats = jax.lax.scan(step, state, None, length=2 * n)
-            return state, flats[n:]
-
-        st, draws = jit_with_data(run, model_args, model_kwargs)(st)
-        kern._num_warmup = int(num_warmup)  # the product-space run's warmup from here on
-        if self._vectorized:
-            g = jax.vmap(copula_pseudoprior, in_axes=1)(draws)
-        else:
-            g = copula_pseudoprior(draws)
-        return st, g
+        mcmc = MCMC(NUTS(model), num_warmup=max(n // 2, 50), num_samples=n, progress_bar=False)
+        mcmc.run(jax.random.fold_in(key0, 7), *model_args, extra_fields=("diverging",), **model_kwargs)
+        draws = {site: v for site, v in mcmc.get_samples().items() if site in z0}
+        flat = jax.vmap(lambda d: ravel_pytree(unconstrain_fn(model, model_args, model_kwargs, d))[0])(draws)
+        flat = jnp.asarray(flat, ravel_pytree(z0)[0].dtype)
+        ess = float(np.min(effective_sample_size(np.asarray(flat, np.float64)[None])))
+        diverging = int(np.sum(mcmc.get_extra_fields()["diverging"]))
+        if not ess >= 50 or diverging:
+            warnings.warn(f"ModelSelection: the NUTS pilot of model {name!r} has min bulk ESS {ess:.0f} and "
+                          f"{diverging} divergent transitions in {n} draws; its copula pseudoprior may miss the "
+                          "posterior (the chain then sticks in or avoids this model): raise pilot_draws or "
+                          "reparametrize the model", stacklevel=4)
+        return copula_pseudoprior(flat)
 
     def _initial_adjustment(self, inner, pseudo, model_args, model_kwargs):
         """Wang-Landau's start ``a`` ``[K]`` (``[C, K]`` for vectorized chains), float32."""
@@ -315,6 +388,17 @@ class ModelSelection(MCMCKernel):
         lp, ll = kern._log_prior_fn(model_args, model_kwargs), kern._log_lik_fn(model_args, model_kwargs)
         everything = jnp.arange(self._size)
         return lambda theta: lp(theta) + jnp.sum(ll(theta, everything))
+
+    def pseudopriors(self, state) -> dict:
+        """``{name: Pseudoprior}`` of ``state`` (``mcmc.last_state``; chain 0 when chains are
+        vectorized): pass it as ``ModelSelection(models, pseudoprior=...)`` to run another
+        chain (the exact sampler, more draws) on the same product space without refitting."""
+        out = {}
+        for name, g in zip(self.names, state.pseudopriors):
+            if jnp.ndim(g.mean) == 2:
+                g = jax.tree.map(lambda v: v[0], g)
+            out[name] = g
+        return out
 
     def pseudoprior_fit(self, state, *model_args, num_draws: int = 1000, rng_key=None, **model_kwargs) -> dict:
         """How well each model's pseudoprior fits its posterior: ``{name: PseudopriorFit}``
@@ -422,8 +506,15 @@ class ModelSelection(MCMCKernel):
 
             # never more than exact: after warmup the chain draws k exactly when the race cost more
             value, cost, stages = jax.lax.cond(state.exact_model_draw, by_exact, by_race, None)
+            checked = jnp.asarray(self.check_decisions) & ~state.exact_model_draw
+            if self.check_decisions:  # a diagnostic: its full pass is not counted in num_likelihood_evals
+                exact_value = jax.lax.cond(checked, lambda _: by_exact(None)[0], lambda _: value, None)
+                disagrees = checked & (jnp.where(exact_value >= 0, exact_value, k) != jnp.where(value >= 0, value, k))
+            else:
+                disagrees = jnp.zeros((), bool)
         else:
             value, cost, stages = by_exact(None)
+            checked = disagrees = jnp.zeros((), bool)
         new_k = jnp.where(value >= 0, value, k).astype(jnp.int32)
         exact_draw, race_cost = self._choose_model_draw(state, cost, num)
         active = self.wang_landau & (state.i < self._num_warmup)
@@ -432,7 +523,8 @@ class ModelSelection(MCMCKernel):
             i=state.i + 1, z=self._z(new_k, inner), inner_states=tuple(inner), pseudopriors=state.pseudopriors,
             log_prior_adjustment=a, num_likelihood_evals=(jnp.round(cost).astype(jnp.int32) + mh_evals).astype(jnp.int32),
             race_stage=stages, mh_race_stage=mh_stage.astype(jnp.int32), accept_prob=accept, rng_key=key,
-            exact_model_draw=exact_draw, race_cost=race_cost)
+            exact_model_draw=exact_draw, race_cost=race_cost, model_draw_checked=checked,
+            model_draw_disagrees=disagrees)
 
     def _choose_model_draw(self, state, cost, num):
         """Race or exact model draw for the sampling phase, decided once at the end of warmup
