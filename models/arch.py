@@ -57,7 +57,7 @@ __all__ = [
     "DEFAULT_ORDERS", "SERIES", "SHIPPED", "DEFAULT_SERIES", "ReturnSeries", "ArchData", "load_returns", "simulate_arch",
     "validate_orders", "lag_matrix", "prepare", "order_mask", "constrain", "student_t_logpdf",
     "log_likelihood_points", "log_prior", "LaplaceFit", "fit_laplace", "arch_numpyro_model",
-    "inverse_softplus",
+    "arch_models", "inverse_softplus",
 ]
 
 DEFAULT_ORDERS = (5, 10, 15, 20, 25, 30)
@@ -424,3 +424,11 @@ def arch_numpyro_model(y, order: int, subsample_size: Optional[int] = None):
         rows = y[idx]
         s = alpha0 + rows[:, 1:order + 1] @ alpha
         numpyro.sample("obs", dist.StudentT(nu, 0.0, jnp.sqrt(s)), obs=rows[:, 0])
+
+
+def arch_models(orders: Sequence[int] = DEFAULT_ORDERS) -> dict:
+    """``{"arch<q>": model}``: :func:`arch_numpyro_model` of each candidate order, the candidates of
+    :class:`~subsample_mcmc.ModelSelection` (they share the rows of :func:`lag_matrix` as data)."""
+    import functools
+
+    return {f"arch{q}": functools.partial(arch_numpyro_model, order=int(q)) for q in validate_orders(orders)}

@@ -1,9 +1,11 @@
 """The main job: Bayesian ARCH order selection on a real return series, racing vs exact.
 
-``subsample-mcmc arch`` (also ``python -m subsample_mcmc arch``) calls :func:`run_job`:
-load the series, fit the per-order Laplace approximations, run the racing sampler
-(every decision re-checked exactly) and the exact sampler from the same state, and write
-ArviZ InferenceData, PNG figures and ``summary.json`` to the output directory.
+``subsample-mcmc arch`` (also ``python -m subsample_mcmc arch``) calls :func:`run_job`: load the
+series (the Dow Jones Industrial Average 1885-2023 by default), build one NumPyro ARCH(q) model
+per candidate order (:func:`~subsample_mcmc.models.arch.arch_models`), fit the product space's
+pseudopriors once (:class:`~subsample_mcmc.ModelSelection`'s ``init``), then run the racing
+``ModelSelection`` and its exact counterpart (``method="exact"``) on those same pseudopriors in
+``numpyro.infer.MCMC`` and write ArviZ InferenceData, PNG figures and ``summary.json``.
 """
 
 from __future__ import annotations
@@ -16,23 +18,32 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from .arch import DEFAULT_ORDERS, SERIES, ReturnSeries, load_returns, prepare, simulate_arch, validate_orders
-from .arch_sampler import ArchOrderSampler, ArchRun, total_variation
+from .arch import (
+    DEFAULT_ORDERS, DEFAULT_SERIES, SERIES, SHIPPED, ReturnSeries, arch_models, fit_laplace, load_returns, prepare,
+    simulate_arch, validate_orders,
+)
 
-__all__ = ["load_series", "bic_check", "diagnostics", "make_figures", "run_job"]
+__all__ = ["load_series", "bic_check", "ArchRun", "run_sampler", "diagnostics", "total_variation", "make_figures",
+           "run_job", "METHODS"]
+
+#: the job's two samplers: name -> ModelSelection's ``method``
+METHODS = {"racing": "normal", "exact": "exact"}
+_FIELDS = ("num_likelihood_evals", "race_stage", "accept_prob", "log_prior_adjustment", "model_draw_checked",
+           "model_draw_disagrees")
 
 
 def load_series(data: str, *, orders: Sequence[int], simulated_size: int = 100_000, simulated_order: int = 10,
                 seed: int = 0, column: Optional[str] = None, kind: Optional[str] = None):
-    """``(ReturnSeries, true_order or None)`` for ``--data sp500|nasdaq|simulated|PATH.csv``."""
+    """``(ReturnSeries, true_order or None)`` for ``--data djia|sp500-1950|sp500|nasdaq|simulated|PATH.csv``."""
     if data == "simulated":
         r, _ = simulate_arch(simulated_size + max(orders), order=simulated_order, seed=seed)
         r = r - r.mean()
         return ReturnSeries(f"simulated ARCH({simulated_order})", r, None, 0.0), simulated_order
-    if data in SERIES:
+    if data in SERIES or data in SHIPPED:
         return load_returns(data), None
     if not (data.lower().endswith(".csv") or os.path.exists(data)):
-        raise ValueError(f"--data must be one of {SERIES + ('simulated',)} or a path to a CSV file, got {data!r}")
+        raise ValueError(f"--data must be one of {tuple(SHIPPED) + SERIES + ('simulated',)} or a path to a CSV "
+                         f"file, got {data!r}")
     return load_returns(data, column=column, kind=kind), None
 
 
@@ -67,24 +78,119 @@ def bic_check(returns: np.ndarray, orders: Sequence[int], laplace) -> dict:
     return {"per_order": rows, "favoured": best}
 
 
+class ArchRun:
+    """One sampler's run: the fitted MCMC object, its posterior over ``q``, the warmup's
+    Wang-Landau trajectory and extra fields, and wall times."""
+
+    def __init__(self, name, mcmc, orders, warmup_fields, fields, seconds, num_terms):
+        from subsample_mcmc import model_posterior
+
+        self.name, self.mcmc, self.orders, self.num_terms = name, mcmc, tuple(orders), num_terms
+        self.warmup_fields, self.fields, self.seconds = warmup_fields, fields, seconds
+        self.model_index = np.asarray(mcmc.get_samples(group_by_chain=True)["model"])  # [C, S]
+        self.q = np.asarray(self.orders)[self.model_index]
+        self.posterior = model_posterior(mcmc)
+
+
+def run_sampler(name: str, models: dict, y, *, pseudopriors: dict, num_warmup: int, num_samples: int,
+                num_chains: int, seed: int, delta: float, check_decisions: bool, progress_bar: bool,
+                orders: Sequence[int]) -> ArchRun:
+    """Warmup (Wang-Landau on) then sampling of one ``ModelSelection`` (``METHODS[name]``) in NumPyro's
+    ``MCMC`` on the given pseudopriors, timed apart; chains run one after another."""
+    import jax
+    from numpyro.infer import MCMC
+
+    from subsample_mcmc import ModelSelection
+
+    kernel = ModelSelection(models, method=METHODS[name], delta=delta, pseudoprior=pseudopriors,
+                            check_decisions=check_decisions and name == "racing")
+    mcmc = MCMC(kernel, num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains,
+                chain_method="sequential", progress_bar=progress_bar)
+    key = jax.random.PRNGKey(seed)
+    t0 = time.perf_counter()
+    mcmc.warmup(key, y, collect_warmup=True, extra_fields=_FIELDS)
+    warm = {k: np.asarray(v) for k, v in mcmc.get_extra_fields(group_by_chain=True).items()}
+    t1 = time.perf_counter()
+    mcmc.run(mcmc.post_warmup_state.rng_key, y, extra_fields=_FIELDS)
+    t2 = time.perf_counter()
+    fields = {k: np.asarray(v) for k, v in mcmc.get_extra_fields(group_by_chain=True).items()}
+    return ArchRun(name, mcmc, orders, warm, fields, {"warmup": t1 - t0, "sample": t2 - t1}, int(y.shape[0]))
+
+
+def wang_landau_settle(run: ArchRun, tolerance: float = 1.0) -> dict:
+    """When Wang-Landau's adjusted prior settles: the first warmup sweep after which every
+    ``a_k`` (centred) stays within ``tolerance`` nats of its frozen value, per chain; the
+    likelihood evaluations and the seconds (the warmup's time prorated by sweeps) up to it.
+    A chain still moving by more than ``tolerance`` at the last sweep is censored there
+    (reported, not dropped)."""
+    a = run.warmup_fields["log_prior_adjustment"].astype(np.float64)  # [C, T, K]
+    a = a - a.mean(-1, keepdims=True)
+    evals = run.warmup_fields["num_likelihood_evals"].astype(np.float64)  # [C, T]
+    c, t, _ = a.shape
+    out = {"sweeps": [], "likelihood_evaluations": [], "seconds": [], "censored": []}
+    for i in range(c):
+        far = np.max(np.abs(a[i] - a[i, -1]), -1) >= tolerance
+        last_far = int(np.nonzero(far)[0].max()) if far.any() else -1
+        settle = last_far + 1
+        censored = bool(settle >= t - max(1, t // 20))  # moving within the last 5% of warmup
+        out["sweeps"].append(settle)
+        out["likelihood_evaluations"].append(float(evals[i, :settle].sum()))
+        out["seconds"].append(run.seconds["warmup"] / c * settle / t)
+        out["censored"].append(censored)
+    out["tolerance_nats"] = tolerance
+    return out
+
+
 def diagnostics(run: ArchRun) -> dict:
-    """ESS (bulk) and R-hat of ``q`` from ArviZ, likelihood evaluations and wall time."""
+    """ESS (bulk) and R-hat of ``q`` from ArviZ, likelihood evaluations, wall time, switches."""
     import arviz as az
 
     q = run.q.astype(np.float64)
     ess = float(az.ess(q)) if q.shape[1] >= 4 else float("nan")
     rhat = float(az.rhat(q)) if q.shape[0] >= 2 and q.shape[1] >= 4 else float("nan")
-    evals = float(run.evals.sum())
+    evals = float(run.fields["num_likelihood_evals"].astype(np.float64).sum())
+    sweeps = run.fields["num_likelihood_evals"].size
+    stages = run.fields["race_stage"]
     return {
         "ess_q": ess, "rhat_q": rhat,
         "likelihood_evaluations": evals,
-        "likelihood_evaluations_adaptive": float(run.adapt_evals.sum()),
-        "evaluations_per_iteration_over_n": float(run.evals.mean() / run.num_data),
+        "likelihood_evaluations_warmup": float(run.warmup_fields["num_likelihood_evals"].astype(np.float64).sum()),
+        "evaluations_per_iteration_over_n": evals / sweeps / run.num_terms,
         "seconds": run.seconds,
         "ess_per_million_evaluations": ess / evals * 1e6 if evals else float("nan"),
         "ess_per_second": ess / run.seconds["sample"] if run.seconds.get("sample") else float("nan"),
-        "acceptance_rate": float(run.accepted.mean()),
+        "acceptance_rate": float(run.fields["accept_prob"].mean()),
+        "model_switches": int(np.sum(run.model_index[:, 1:] != run.model_index[:, :-1])),
+        "raced_model_draws": float(np.mean(stages > 0)),
+        "exact_model_draw_after_warmup": [bool(v) for v in np.atleast_1d(
+            np.asarray(run.mcmc.last_state.exact_model_draw))],
+        "wang_landau_settle": wang_landau_settle(run),
     }
+
+
+def total_variation(run_a: ArchRun, run_b: ArchRun) -> tuple[float, float]:
+    """``0.5 sum_q |p_a(q) - p_b(q)|`` and its Monte Carlo standard error by the delta method
+    (each run's MCSEs from :func:`~subsample_mcmc.model_posterior`, independent runs):
+    ``se^2 = 1/4 sum_q (se_a(q)^2 + se_b(q)^2)``.  Monte Carlo noise alone makes the TV
+    positive: compare it with its standard error."""
+    pa, pb = run_a.posterior.probabilities, run_b.posterior.probabilities
+    tv = 0.5 * float(np.abs(pa - pb).sum())
+    se = 0.5 * float(np.sqrt(np.sum(run_a.posterior.stderr ** 2 + run_b.posterior.stderr ** 2)))
+    return tv, se
+
+
+def decision_error_rate(run: ArchRun) -> dict:
+    """The racing model draws that the exact draw (same Gumbel noise) would have decided
+    otherwise, warmup and sampling together, with a Clopper-Pearson 95% interval."""
+    from scipy.stats import beta
+
+    checked = np.concatenate([run.warmup_fields["model_draw_checked"].ravel(), run.fields["model_draw_checked"].ravel()])
+    wrong = np.concatenate([run.warmup_fields["model_draw_disagrees"].ravel(),
+                            run.fields["model_draw_disagrees"].ravel()])
+    n, e = int(checked.sum()), int(wrong[checked.astype(bool)].sum())
+    lo = float(beta.ppf(0.025, e, n - e + 1)) if e > 0 else 0.0
+    hi = float(beta.ppf(0.975, e + 1, n - e)) if n > e else 1.0
+    return {"errors": e, "decisions": n, "rate": e / n if n else float("nan"), "ci95": [lo, hi]}
 
 
 def make_figures(series: ReturnSeries, runs: dict, out_dir: str, *, max_lag: int = 50) -> list:
@@ -115,10 +221,11 @@ def make_figures(series: ReturnSeries, runs: dict, out_dir: str, *, max_lag: int
     fig, ax = plt.subplots(figsize=(6, 3.5))
     width = 0.8 / len(runs)
     for i, (name, run) in enumerate(runs.items()):
-        ax.bar(np.arange(len(orders)) + (i - (len(runs) - 1) / 2) * width, run.posterior_q(), width, label=name)
+        ax.bar(np.arange(len(orders)) + (i - (len(runs) - 1) / 2) * width, run.posterior.probabilities, width,
+               yerr=2 * run.posterior.stderr, label=name)
     ax.set_xticks(np.arange(len(orders)), orders)
     ax.set_xlabel("order q")
-    ax.set_ylabel("p(q | r)")
+    ax.set_ylabel("p(q | r) (± 2 MCSE)")
     ax.legend()
     save(fig, "posterior_q.png")
 
@@ -126,14 +233,14 @@ def make_figures(series: ReturnSeries, runs: dict, out_dir: str, *, max_lag: int
     for ax, (name, run) in zip(axes[:, 0], runs.items()):
         ax.plot(run.q[0], lw=0.5, drawstyle="steps-mid")
         ax.set_ylabel(f"q ({name})")
-    axes[-1, 0].set_xlabel("iteration (chain 0, fixed adjusted prior)")
+    axes[-1, 0].set_xlabel("iteration (chain 0, adjusted prior frozen)")
     save(fig, "trace_q.png")
 
     fig, ax = plt.subplots(figsize=(6, 3.5))
     for name, run in runs.items():
         q = run.q.astype(float)
         lags = min(max_lag, q.shape[1] - 1)
-        acf = np.mean([az.autocorr(c)[: lags + 1] for c in q], axis=0)
+        acf = np.mean([az.autocorr(c)[: lags + 1] if c.std() > 0 else np.ones(lags + 1) for c in q], axis=0)
         ax.plot(np.arange(lags + 1), acf, label=name)
     ax.axhline(0, color="k", lw=0.5)
     ax.set_xlabel("lag")
@@ -143,67 +250,90 @@ def make_figures(series: ReturnSeries, runs: dict, out_dir: str, *, max_lag: int
 
     fig, ax = plt.subplots(figsize=(7, 4))
     for (name, run), style in zip(runs.items(), ("--", "-")):
-        if run.adapt_evals.shape[1] == 0:
+        a = run.warmup_fields["log_prior_adjustment"][0].astype(np.float64)  # chain 0, [T, K]
+        if a.shape[0] == 0:
             continue
-        cum = np.cumsum(run.adapt_evals[0])
-        est = run.estimated_log_posterior_adaptive()[0]
+        est = -(a - a.mean(-1, keepdims=True))  # -a_k: the Wang-Landau estimate of log p(q | r) + const
+        cum = np.cumsum(run.warmup_fields["num_likelihood_evals"][0].astype(np.float64))
         for j, q in enumerate(orders):
-            ax.plot(cum, est[:, j], style, color=f"C{j}", lw=1, label=f"q={q}" if name == "exact" or len(runs) == 1 else None)
+            ax.plot(cum, est[:, j], style, color=f"C{j}", lw=1, label=f"q={q}" if name == "exact" else None)
     ax.set_xscale("log")
-    ax.set_xlabel("likelihood evaluations (chain 0, adaptive phase)")
-    ax.set_ylabel("estimated log p(q | r)")
+    ax.set_xlabel("likelihood evaluations (chain 0, warmup)")
+    ax.set_ylabel("-a_q: estimated log p(q | r) + const")
     ax.set_title("Wang-Landau estimate (solid: exact, dashed: racing)")
     ax.legend(fontsize=7, ncol=2)
     save(fig, "wang_landau.png")
     return paths
 
 
-def run_job(*, data: str = "sp500", orders: Sequence[int] = DEFAULT_ORDERS, num_adapt: int = 1000,
+def run_job(*, data: str = DEFAULT_SERIES, orders: Sequence[int] = DEFAULT_ORDERS, num_adapt: int = 1000,
             num_samples: int = 2000, num_chains: int = 4, seed: int = 0, output: str = "arch-output",
-            delta: float = 0.05, control_variate: str = "data", check_decisions: bool = True,
+            delta: float = 0.05, pseudoprior: str = "auto", check_decisions: bool = True,
             simulated_size: int = 100_000, simulated_order: int = 10, column: Optional[str] = None,
-            kind: Optional[str] = None, bic: bool = True, progress_bar: bool = True,
-            initial_prior: str = "uniform", log=print) -> dict:
-    """Run racing and exact samplers on one series and write the outputs; returns the summary."""
+            kind: Optional[str] = None, bic: bool = True, progress_bar: bool = True, log=print) -> dict:
+    """Run the racing and exact ``ModelSelection`` samplers on one series and write the outputs.
+
+    ``num_adapt`` warmup sweeps per chain (Wang-Landau on), then ``num_samples`` with the adjusted
+    prior frozen; ``pseudoprior`` is ``ModelSelection``'s (fitted once, shared by both samplers).
+    Returns the summary written to ``summary.json``."""
+    import jax
+
+    from subsample_mcmc import ModelSelection
+
     orders = validate_orders(orders)
+    for label, value in (("num_adapt", num_adapt), ("num_samples", num_samples), ("num_chains", num_chains)):
+        if int(value) != value or value < 1:
+            raise ValueError(f"{label} must be a positive integer, got {value!r}")
     series, true_order = load_series(data, orders=orders, simulated_size=simulated_size,
                                      simulated_order=simulated_order, seed=seed, column=column, kind=kind)
     arch_data = prepare(series.returns, orders)
+    y = np.asarray(arch_data.y)
+    models = arch_models(orders)
     os.makedirs(output, exist_ok=True)
-    log(f"ARCH order selection on {series.name}: T = {len(series.returns):,} returns, N = {arch_data.y.shape[0]:,} "
-        f"terms, orders {list(orders)}, delta = {delta}, control variate: {control_variate}")
+    log(f"ARCH order selection on {series.name}: T = {len(series.returns):,} returns, N = {y.shape[0]:,} "
+        f"terms, orders {list(orders)}, delta = {delta}")
     t0 = time.perf_counter()
-    sampler = ArchOrderSampler(arch_data, delta=delta, control_variate=control_variate)
-    log(f"  Laplace fits of the {len(orders)} orders (pseudopriors) in {time.perf_counter() - t0:.1f} s")
+    fitter = ModelSelection(models, pseudoprior=pseudoprior)
+    state = fitter.init(jax.random.PRNGKey(seed + 10_000), num_adapt, None, (y,), None)
+    pseudopriors = fitter.pseudopriors(state)
+    fit_seconds = time.perf_counter() - t0
+    kinds = ", ".join(f"q={q}: {c.get('pseudoprior')}" for q, c in zip(orders, fitter.auto_choice.values()))
+    log(f"  pseudopriors of the {len(orders)} orders in {fit_seconds:.1f} s ({kinds or pseudoprior})")
     runs = {}
-    for method in ("racing", "exact"):
+    for name in METHODS:
         t0 = time.perf_counter()
-        runs[method] = sampler.run(seed, method=method, num_adapt=num_adapt, num_samples=num_samples,
-                                   num_chains=num_chains, check_decisions=check_decisions and method == "racing",
-                                   progress_bar=progress_bar, initial_prior=initial_prior)
-        log(f"  {method:6s} sampler: {time.perf_counter() - t0:.1f} s")
+        runs[name] = run_sampler(name, models, y, pseudopriors=pseudopriors, num_warmup=num_adapt,
+                                 num_samples=num_samples, num_chains=num_chains, seed=seed, delta=delta,
+                                 check_decisions=check_decisions, progress_bar=progress_bar, orders=orders)
+        log(f"  {name:6s} sampler: {time.perf_counter() - t0:.1f} s")
     diag = {m: diagnostics(r) for m, r in runs.items()}
     tv, tv_se = total_variation(runs["racing"], runs["exact"])
-    post = {m: r.posterior_q().tolist() for m, r in runs.items()}
+    post = {m: r.posterior.probabilities.tolist() for m, r in runs.items()}
     summary = {
-        "series": series.name, "num_returns": int(len(series.returns)), "num_terms": int(arch_data.y.shape[0]),
-        "orders": list(orders), "true_order": true_order, "delta": delta, "control_variate": control_variate,
-        "num_adapt": num_adapt, "num_samples": num_samples, "initial_prior": initial_prior, "num_chains": num_chains, "seed": seed,
+        "series": series.name, "num_returns": int(len(series.returns)), "num_terms": int(y.shape[0]),
+        "orders": list(orders), "true_order": true_order, "delta": delta, "pseudoprior": pseudoprior,
+        "pseudoprior_choice": {str(q): c for q, c in zip(orders, fitter.auto_choice.values())},
+        "pseudoprior_fit_seconds": fit_seconds,
+        "num_adapt": num_adapt, "num_samples": num_samples, "num_chains": num_chains, "seed": seed,
         "posterior_q": post,
+        "posterior_q_stderr": {m: r.posterior.stderr.tolist() for m, r in runs.items()},
         "posterior_mode": {m: int(orders[int(np.argmax(p))]) for m, p in post.items()},
         "total_variation": {"racing_vs_exact": tv, "monte_carlo_se": tv_se},
         "likelihood_evaluations": {m: d["likelihood_evaluations"] for m, d in diag.items()},
         "diagnostics": diag,
-        "adjusted_log_prior": {m: r.log_pi_adj.tolist() for m, r in runs.items()},
+        "adjusted_log_prior": {m: np.asarray(r.mcmc.last_state.log_prior_adjustment).reshape(-1, len(orders)).tolist()
+                               for m, r in runs.items()},
     }
     if check_decisions:
-        summary["decision_error_rates"] = runs["racing"].error_rates()
+        summary["decision_error_rates"] = {"model": decision_error_rate(runs["racing"])}
     if bic and true_order is None:
         t0 = time.perf_counter()
-        summary["bic_check"] = bic_check(series.returns, orders, sampler.laplace)
+        summary["bic_check"] = bic_check(series.returns, orders, fit_laplace(arch_data))
         log(f"  maximum-likelihood fits (arch package) in {time.perf_counter() - t0:.1f} s")
+    import arviz as az
+
     for m, r in runs.items():
-        r.to_inference_data().to_netcdf(os.path.join(output, f"{m}.nc"))
+        az.from_numpyro(r.mcmc).to_netcdf(os.path.join(output, f"{m}.nc"))
     summary["figures"] = [os.path.basename(p) for p in make_figures(series, runs, output)]
     with open(os.path.join(output, "summary.json"), "w") as fh:
         json.dump(summary, fh, indent=2)
@@ -215,23 +345,24 @@ def run_job(*, data: str = "sp500", orders: Sequence[int] = DEFAULT_ORDERS, num_
 def _print_summary(s: dict, log) -> None:
     log("")
     log("  order q        " + "".join(f"{q:>8d}" for q in s["orders"]))
-    for m in ("racing", "exact"):
+    for m in METHODS:
         log(f"  p(q|r) {m:7s} " + "".join(f"{p:8.3f}" for p in s["posterior_q"][m]))
     tv = s["total_variation"]
     log(f"  total variation racing vs exact: {tv['racing_vs_exact']:.3f} (Monte Carlo s.e. {tv['monte_carlo_se']:.3f})")
-    for m in ("racing", "exact"):
+    for m in METHODS:
         d = s["diagnostics"][m]
         log(f"  {m:6s}: {d['likelihood_evaluations']:.3g} likelihood evaluations ({d['evaluations_per_iteration_over_n']:.2f} N "
-            f"per iteration), ESS(q) {d['ess_q']:.0f}, R-hat {d['rhat_q']:.3f}, "
+            f"per iteration), ESS(q) {d['ess_q']:.0f}, R-hat {d['rhat_q']:.3f}, {d['model_switches']} switches, "
             f"{d['ess_per_million_evaluations']:.2f} ESS per 1e6 evaluations, {d['seconds']['sample']:.1f} s sampling")
     if "decision_error_rates" in s:
         for name, e in s["decision_error_rates"].items():
-            log(f"  racing {name:5s} decisions: {e['errors']} / {e['decisions']} differ from the exact decision "
+            log(f"  racing {name} decisions: {e['errors']} / {e['decisions']} differ from the exact decision "
                 f"(rate {e['rate']:.2e}, 95% CI [{e['ci95'][0]:.1e}, {e['ci95'][1]:.1e}]; delta = {s['delta']})")
     if "bic_check" in s:
         f = s["bic_check"]["favoured"]
         log(f"  favoured order: posterior mode {s['posterior_mode']['exact']} (exact) / {s['posterior_mode']['racing']} (racing); "
             f"BIC arch package {f['arch_bic']}, conditional BIC {f['conditional_bic']}, Laplace evidence {f['laplace_log_evidence']}")
     if s.get("true_order") is not None:
-        log(f"  true order {s['true_order']}: posterior mass {s['posterior_q']['exact'][s['orders'].index(s['true_order'])]:.3f} "
-            f"(exact), {s['posterior_q']['racing'][s['orders'].index(s['true_order'])]:.3f} (racing)")
+        i = s["orders"].index(s["true_order"])
+        log(f"  true order {s['true_order']}: posterior mass {s['posterior_q']['exact'][i]:.3f} (exact), "
+            f"{s['posterior_q']['racing'][i]:.3f} (racing)")

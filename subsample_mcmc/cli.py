@@ -57,10 +57,9 @@ def _arch(args: argparse.Namespace) -> int:
     try:
         run_job(data=args.data, orders=orders, num_adapt=args.num_adapt, num_samples=args.num_samples,
                 num_chains=args.chains, seed=args.seed, output=args.output, delta=args.delta,
-                control_variate=args.control_variate, check_decisions=not args.no_check,
+                pseudoprior=args.pseudoprior, check_decisions=not args.no_check,
                 simulated_size=args.simulated_size, simulated_order=args.simulated_order, column=args.column,
-                kind=args.kind, bic=not args.no_bic, progress_bar=not args.no_progress,
-                initial_prior=args.initial_prior)
+                kind=args.kind, bic=not args.no_bic, progress_bar=not args.no_progress)
     except ModuleNotFoundError as err:
         print(f"subsample-mcmc arch: error: {err.name!r} is not installed; the ARCH job needs the "
               "models extra: pip install 'subsample_mcmc[models]'", file=sys.stderr)
@@ -103,23 +102,22 @@ def main(argv=None) -> int:
                           description="Posterior over the ARCH order q by racing and exact product-space samplers "
                                       "(Sec. 5.2 of Chen & Ghahramani 2016); writes InferenceData, figures and "
                                       "summary.json to --output.")
-    arch.add_argument("--data", default="sp500", help="sp500 | nasdaq | simulated | PATH.csv (default sp500)")
+    arch.add_argument("--data", default="djia",
+                      help="djia (Dow Jones 1885-2023, the default) | sp500-1950 | sp500 | nasdaq | simulated | PATH.csv")
     arch.add_argument("--orders", default="5,10,15,20,25,30", help="candidate orders, comma-separated")
-    arch.add_argument("--num-adapt", type=int, default=1000, help="Wang-Landau adaptive iterations per chain")
-    arch.add_argument("--num-samples", type=int, default=2000, help="iterations per chain with the prior frozen")
+    arch.add_argument("--num-adapt", type=int, default=1000, help="warmup sweeps per chain (Wang-Landau on)")
+    arch.add_argument("--num-samples", type=int, default=2000, help="sweeps per chain with the prior frozen")
     arch.add_argument("--chains", type=int, default=4)
     arch.add_argument("--seed", type=int, default=0)
     arch.add_argument("--delta", type=float, default=0.05, help="error level of every race")
-    arch.add_argument("--control-variate", choices=("data", "parameter"), default="data",
-                      help="data: App. C.2's data-space Taylor expansions; parameter: Taylor proxies at the MAPs")
-    arch.add_argument("--initial-prior", choices=("uniform", "laplace"), default="uniform",
-                      help="start of the Wang-Landau adjusted prior: uniform (default, as in Sec. 5.2) or minus the Laplace log evidences")
+    arch.add_argument("--pseudoprior", choices=("auto", "laplace", "copula"), default="auto",
+                      help="ModelSelection's pseudoprior: auto (Laplace, refitted from a NUTS pilot where it misses)")
     arch.add_argument("--output", default="arch-output")
     arch.add_argument("--simulated-size", type=int, default=100_000, help="N for --data simulated")
     arch.add_argument("--simulated-order", type=int, default=10, help="true order for --data simulated")
     arch.add_argument("--column", default=None, help="CSV column holding the series")
     arch.add_argument("--kind", choices=("prices", "returns"), default=None, help="what the CSV column holds")
-    arch.add_argument("--no-check", action="store_true", help="do not re-run racing decisions exactly")
+    arch.add_argument("--no-check", action="store_true", help="do not re-draw the raced model indices exactly")
     arch.add_argument("--no-bic", action="store_true", help="skip the arch-package maximum-likelihood fits")
     arch.add_argument("--no-progress", action="store_true", help="hide progress bars")
     arch.set_defaults(func=_arch)

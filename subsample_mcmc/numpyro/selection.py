@@ -37,6 +37,9 @@ __all__ = ["ModelSelection", "ModelSelectionState", "ModelPosterior", "model_pos
 
 #: the site of the model index in ``mcmc.get_samples()`` and ArviZ's posterior
 MODEL_SITE = "model"
+#: joins a model's name and its site names (``"<name>.<site>"``); not NumPyro's scope divider "/", which
+#: ArviZ's netCDF files refuse in variable names
+SITE_DIVIDER = "."
 #: model_posterior warns when a model with probability above 1% has fewer visits than this, or when the
 #: weighted draws' effective number is below this fraction of the draws
 _MIN_VISITS, _MIN_EFFECTIVE_FRACTION = 20, 0.05
@@ -48,7 +51,7 @@ _AUTO_CHECK_DRAWS, _AUTO_MAX_LOG_WEIGHT_SD = 200, 1.0
 
 class ModelSelectionState(NamedTuple):
     i: jax.Array
-    z: dict  # {"model": k, "<name>/<site>": unconstrained value of each model's sites}
+    z: dict  # {"model": k, "<name>.<site>": unconstrained value of each model's sites}
     inner_states: tuple  # one RacingMHState per model
     pseudopriors: tuple  # one Pseudoprior per model, fixed at init
     log_prior_adjustment: jax.Array  # [K] Wang-Landau's a (frozen after warmup)
@@ -78,8 +81,8 @@ def _names(models) -> tuple[list, list]:
     for name, m in zip(names, fns):
         if not callable(m):
             raise TypeError(f"models[{name!r}] is not callable: pass NumPyro model functions")
-        if "/" in name or name == MODEL_SITE:
-            raise ValueError(f"model name {name!r} may not contain '/' nor be {MODEL_SITE!r}")
+        if SITE_DIVIDER in name or "/" in name or name == MODEL_SITE:
+            raise ValueError(f"model name {name!r} may not contain {SITE_DIVIDER!r} or '/' nor be {MODEL_SITE!r}")
     return names, fns
 
 
@@ -115,7 +118,7 @@ class ModelSelection(MCMCKernel):
         models: a list of NumPyro models (named by their function names when unique,
             else ``m0, m1, ...``) or a dict ``{name: model}``.  They take the same
             arguments and each has one data plate of the same size ``N``; they may use
-            the same site names (sites are reported as ``"<name>/<site>"``).  Each
+            the same site names (sites are reported as ``"<name>.<site>"``).  Each
             model's latent sites must be continuous (global parameters).
         prior: prior model probabilities ``pi(k)`` (default uniform).
         method, delta, first_batch, variance: the model race and the MH races
@@ -151,7 +154,7 @@ class ModelSelection(MCMCKernel):
         data_plate: the data plate's name when a model has several candidates.
 
     Draws: ``mcmc.get_samples()`` has ``"model"`` (the index into ``kernel.names``) and
-    each model's sites as ``"<name>/<site>"`` *at every draw*: while model ``j`` is not
+    each model's sites as ``"<name>.<site>"`` *at every draw*: while model ``j`` is not
     selected its parameters are pseudoprior draws.  Use :func:`conditional_samples` for
     ``p(theta_j | y, j)`` and :func:`model_posterior` for ``p(k | y)``.  Extra fields:
     ``num_likelihood_evals`` (the model race at every point it computed, all arms and the
@@ -429,7 +432,7 @@ class ModelSelection(MCMCKernel):
     def _z(self, k, inner_states):
         z = {MODEL_SITE: k}
         for name, st in zip(self.names, inner_states):
-            z.update({f"{name}/{site}": v for site, v in st.z.items()})
+            z.update({f"{name}{SITE_DIVIDER}{site}": v for site, v in st.z.items()})
         return z
 
     def sample(self, state, model_args, model_kwargs):
@@ -544,7 +547,7 @@ class ModelSelection(MCMCKernel):
 
     def postprocess_fn(self, model_args, model_kwargs):
         """The model index and each model's constrained values and deterministic sites,
-        named ``"<name>/<site>"``."""
+        named ``"<name>.<site>"``."""
         model_kwargs = {} if model_kwargs is None else dict(model_kwargs)
         self._setup(model_args, model_kwargs)
         fns = [kern.postprocess_fn(model_args, model_kwargs) for kern in self.kernels]
@@ -552,7 +555,7 @@ class ModelSelection(MCMCKernel):
         def fn(z):
             out = {MODEL_SITE: z[MODEL_SITE]}
             for name, f in zip(self.names, fns):
-                prefix = f"{name}/"
+                prefix = f"{name}{SITE_DIVIDER}"
                 sub = {key[len(prefix):]: v for key, v in z.items() if key.startswith(prefix)}
                 out.update({prefix + site: v for site, v in f(sub).items()})
             return out
@@ -563,14 +566,14 @@ class ModelSelection(MCMCKernel):
     def model(self):
         """The product-space model (``"model"`` drawn from the prior, then every candidate
         under its name's scope, on the full data): what ArviZ's ``from_numpyro`` traces for
-        the observed data and replays for pointwise log-likelihoods (``"<name>/<site>"``, at
+        the observed data and replays for pointwise log-likelihoods (``"<name>.<site>"``, at
         each draw's parameters of that model: pseudoprior draws where it is not selected)."""
         names, models, prior = self.names, self._models, self.prior
 
         def product_space(*args, **kwargs):
             numpyro.sample(MODEL_SITE, dist.Categorical(probs=jnp.asarray(prior)))
             for name, m in zip(names, models):
-                with handlers.scope(prefix=name, divider="/"):
+                with handlers.scope(prefix=name, divider=SITE_DIVIDER):
                     full_data_model(m)(*args, **kwargs)
 
         return product_space
@@ -646,10 +649,10 @@ def model_posterior(mcmc, num_batches: Optional[int] = None) -> ModelPosterior:
 
 def conditional_samples(mcmc, model) -> dict:
     """Draws of ``p(theta_k | y, k)``: the sites of ``model`` (a name or an index), without
-    the ``"<name>/"`` prefix, at the draws where it was selected (chains concatenated)."""
+    the ``"<name>."`` prefix, at the draws where it was selected (chains concatenated)."""
     kernel = _kernel(mcmc)
     j = kernel.names.index(model) if isinstance(model, str) else int(model)
     samples = mcmc.get_samples()
     keep = np.asarray(samples[MODEL_SITE]) == j
-    prefix = f"{kernel.names[j]}/"
+    prefix = f"{kernel.names[j]}{SITE_DIVIDER}"
     return {k[len(prefix):]: np.asarray(v)[keep] for k, v in samples.items() if k.startswith(prefix)}
