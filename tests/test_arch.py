@@ -13,19 +13,14 @@ from subsample_mcmc.models.arch import (
     arch_numpyro_model, lag_matrix, load_returns, log_likelihood_points, prepare, simulate_arch,
     student_t_logpdf, validate_orders,
 )
-from subsample_mcmc.models.arch_sampler import ArchOrderSampler, _arm_rewards, _control_variate, _pseudo_log_density, total_variation
-from subsample_mcmc.models.arch import log_prior
-from subsample_mcmc.racing import sample_discrete
-
-# the runs below use the same shapes (2 chains, chunks of 100), so a worker compiles the
-# sampler's steps once
+from subsample_mcmc.models.arch import arch_models
 
 
 @pytest.fixture(scope="module")
 def small_problem():
     r, theta = simulate_arch(6000, order=2, alpha0=0.2, alpha_sum=0.6, nu=6.0, seed=3)
     data = prepare(r, orders=(1, 2, 4))
-    return r, theta, data, ArchOrderSampler(data)
+    return r, theta, data
 
 
 def test_student_t_is_the_standard_t_with_scale_sigma():
@@ -46,7 +41,7 @@ def test_lag_matrix_rows():
 def test_log_likelihood_matches_the_numpyro_model(small_problem):
     from numpyro.infer.util import log_likelihood
 
-    _, _, data, _ = small_problem
+    _, _, data = small_problem
     q_max = max(data.orders)
     u = jnp.linspace(-1.0, 0.5, q_max + 2)
     mask = data.masks[1]  # order 2
@@ -57,101 +52,27 @@ def test_log_likelihood_matches_the_numpyro_model(small_problem):
     np.testing.assert_allclose(np.asarray(ours), np.asarray(theirs), rtol=1e-4, atol=1e-4)
 
 
-def test_feature_control_variate_is_exact_on_its_population(small_problem):
-    """E[h] from the bin moments equals the average of h over the raced points."""
-    _, _, data, sampler = small_problem
-    a = sampler.arrays
-    u = a.mu + 0.3 * jax.random.normal(jax.random.PRNGKey(0), a.mu.shape) * a.masks
-    cv = _control_variate(u, a.masks, sampler.bins)
-    h = cv.values(sampler.bins.raced_indices)
-    np.testing.assert_allclose(np.asarray(cv.mean()), np.asarray(h.mean(1)), rtol=1e-4, atol=1e-5)
-    # the expansion tracks the rewards: residual variance far below the raw variance
-    raw = _arm_rewards(u, a.masks, a.y)(sampler.bins.raced_indices)
-    res = raw - h
-    assert float(jnp.var(res[1] - res[0])) < 0.1 * float(jnp.var(raw[1] - raw[0]))
+def test_model_selection_finds_the_true_order_with_decisions_within_delta(small_problem):
+    """ModelSelection over the ARCH(q) NumPyro models (Student-t likelihood: heavy-tailed per-datum
+    log-likelihoods, the case that breaks a race's Gaussian error bound) at N = 6000 from an ARCH(2):
+    the posterior puts its mass on q = 2, and the raced model draws differ from the exact draw with
+    the same Gumbel noise at a rate within delta (one-sided binomial test at level 1e-3)."""
+    from numpyro.infer import MCMC
 
+    from subsample_mcmc import ModelSelection, model_posterior
 
-@pytest.mark.parametrize("control_variate", ["data", "parameter"])
-def test_racing_gibbs_draw_within_delta_of_exact(small_problem, control_variate):
-    """A racing draw of q disagrees with the exact draw (same Gumbel noise) at rate <= delta."""
-    _, _, data, sampler = small_problem
-    a = sampler.arrays
-    xi = jax.random.normal(jax.random.PRNGKey(5), a.mu.shape) * a.masks
-    u = a.mu + jnp.einsum("dpk,dk->dp", a.chol, xi)
-    log_f0 = (jnp.asarray(-sampler.laplace.log_evidence + sampler.laplace.log_evidence.max(), jnp.float32)
-              + jax.vmap(log_prior)(u, a.masks) - jax.vmap(_pseudo_log_density)(u, a.mu, a.chol, a.masks))
-    n = a.y.shape[0]
-    rewards = _arm_rewards(u, a.masks, a.y)
-    delta = 0.1
-
-    if control_variate == "parameter":
-        from subsample_mcmc.kernels.proxy import proxy_sum
-        from subsample_mcmc.models.arch_sampler import _proxies, _proxy_residual_rewards
-
-        race_rewards = _proxy_residual_rewards(u, a.masks, _proxies(a), a.y)
-        race_f0 = log_f0 + jax.vmap(lambda uu, prx: proxy_sum(prx, uu, with_constant=True))(u, _proxies(a))
-    else:
-        race_rewards, race_f0 = rewards, log_f0
-
-    @jax.jit
-    def both(key):
-        cv = _control_variate(u, a.masks, sampler.bins) if control_variate == "data" else None
-        fast = sample_discrete(key, race_f0, race_rewards, population_size=n, control_variate=cv, delta=delta)
-        exact = sample_discrete(key, log_f0, rewards, population_size=n, method="exact")
-        return fast.value, exact.value, fast.race.num_rewards_read
-
-    fast, exact, evals = map(np.asarray, jax.lax.map(both, jax.random.split(jax.random.PRNGKey(1), 300)))
-    errors = int((fast != exact).sum())
-    # one-sided binomial test of rate <= delta at level 1e-3
-    assert stats.binom.sf(errors - 1, 300, delta) > 1e-3, errors
-    assert len(np.unique(exact)) >= 2  # the test is not trivial: q is genuinely random here
-    assert evals.mean() < len(data.orders) * n  # and the race saved reads
-
-
-def test_sampler_recovers_true_order(small_problem):
-    """At N = 6000 the posterior puts (nearly) all its mass on the true order 2: the
-    racing sampler finds it and its decisions err at rate <= delta (its cost against
-    exact: the spread-posterior test below)."""
-    _, _, data, sampler = small_problem
-    run = sampler.run(0, method="racing", num_adapt=300, num_samples=400, num_chains=2, progress_bar=False,
-                      check_decisions=True, initial_prior="laplace")
-    post = run.posterior_q()
-    assert np.argmax(post) == data.orders.index(2), post
-    assert np.isclose(post.sum(), 1.0)
-    rates = run.error_rates()
-    for name in ("gibbs", "mh"):
-        e = rates[name]
-        assert stats.binom.sf(e["errors"] - 1, e["decisions"], sampler.delta) > 1e-3, (name, e)
-    idata = run.to_inference_data()
-    assert idata.posterior["q"].shape == (2, 400)
-    assert "likelihood_evaluations" in idata.sample_stats
-
-
-def test_racing_posterior_over_orders_matches_exact_where_it_is_spread():
-    """Total variation between racing and exact p(q | r) on data where the posterior is
-    genuinely spread (ARCH(2), N = 3000: about 3:1 between orders 2 and 3), so that a
-    sampler stuck on one order, or with a biased race, would fail the test."""
-    r, _ = simulate_arch(3000, order=2, alpha0=0.2, alpha_sum=0.3, nu=6.0, seed=2)
-    sampler = ArchOrderSampler(prepare(r, orders=(1, 2, 3)))
-    runs = {m: sampler.run(1, method=m, num_adapt=400, num_samples=600, num_chains=2, progress_bar=False,
-                           initial_prior="laplace")
-            for m in ("racing", "exact")}
-    exact = runs["exact"].posterior_q()
-    assert np.sort(exact)[-2] > 0.1, exact  # the test has power: two orders hold real mass
-    tv, se = total_variation(runs["racing"], runs["exact"])
-    assert tv < 0.1 + 3 * se, (runs["racing"].posterior_q(), exact, tv, se)
-    # the same statistic separates exact from a sampler that kept only its modal order
-    point = np.eye(len(exact))[np.argmax(exact)]
-    assert 0.5 * np.abs(point - exact).sum() > 0.1 + 3 * se
-    assert runs["racing"].evals.mean() < runs["exact"].evals.mean()
-
-
-def test_same_seed_same_draws(small_problem):
-    _, _, _, sampler = small_problem
-    a = sampler.run(7, method="exact", num_adapt=100, num_samples=100, num_chains=2, progress_bar=False)
-    b = sampler.run(7, method="exact", num_adapt=100, num_samples=100, num_chains=2, progress_bar=False)
-    np.testing.assert_array_equal(a.q_index, b.q_index)
-    np.testing.assert_array_equal(a.alpha0, b.alpha0)
+    _, _, data = small_problem
+    y = np.asarray(data.y, np.float64)  # NumPy float64, as a user passes it
+    kernel = ModelSelection(arch_models(data.orders), delta=0.1, check_decisions=True)
+    mcmc = MCMC(kernel, num_warmup=200, num_samples=400, progress_bar=False)
+    mcmc.run(jax.random.PRNGKey(0), y, extra_fields=("model_draw_checked", "model_draw_disagrees"))
+    post = model_posterior(mcmc)
+    assert post.names[int(np.argmax(post.probabilities))] == "arch2", post
+    ef = mcmc.get_extra_fields()
+    checked = np.asarray(ef["model_draw_checked"])
+    errors = int(np.asarray(ef["model_draw_disagrees"]).sum())
+    if checked.sum():  # the race ran (it may fall back to the exact draw when it costs more)
+        assert stats.binom.sf(errors - 1, int(checked.sum()), 0.1) > 1e-3, (errors, checked.sum())
 
 
 # ------------------------------------------------------------------------ bad input
@@ -205,28 +126,57 @@ def test_csv_prices_and_returns(tmp_path):
 
 
 def test_real_series_load():
+    assert load_returns().name == "djia"  # the default: the longest shipped series
+    for name, size in (("djia", 37_930), ("sp500-1950", 17_345)):
+        s = load_returns(name)
+        assert s.returns.shape[0] == size and abs(s.returns.mean()) < 1e-10
+        assert 0.5 < s.returns.std() < 3.0 and s.dates[0] < s.dates[-1]
     for name in ("sp500", "nasdaq"):
         s = load_returns(name)
         assert s.returns.shape[0] > 5000 and abs(s.returns.mean()) < 1e-10
         assert 0.5 < s.returns.std() < 3.0  # daily percent returns
 
 
-def test_cli_writes_outputs_and_reports_errors(tmp_path, capsys):
+def test_cli_racing_matches_exact_where_the_posterior_is_spread(tmp_path, capsys):
+    """The main job from the command line on a user's CSV of returns whose posterior over q is
+    genuinely spread (ARCH(2), N = 3000, about 3:1 between orders 2 and 3): racing and exact
+    p(q | r) agree in total variation within Monte Carlo error, the statistic would catch a
+    sampler that kept only the modal order, the raced decisions err within delta, and the
+    outputs (InferenceData with the model index, figures, summary keys) are written; bad
+    arguments exit 2 with the fix."""
+    import arviz as az
+
     from subsample_mcmc.cli import main
 
+    r, _ = simulate_arch(3003, order=2, alpha0=0.2, alpha_sum=0.3, nu=6.0, seed=2)
+    csv = tmp_path / "returns.csv"
+    csv.write_text("Return\n" + "\n".join(repr(float(x)) for x in r) + "\n")
     out = tmp_path / "out"
-    rc = main(["arch", "--data", "simulated", "--simulated-size", "5996", "--simulated-order", "2",
-               "--orders", "1,2,4", "--num-adapt", "100", "--num-samples", "100", "--chains", "2",
-               "--output", str(out), "--no-progress"])
-    assert rc == 0
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["orders"] == [1, 2, 4]
+    rc = main(["arch", "--data", str(csv), "--orders", "1,2,3", "--num-adapt", "300", "--num-samples", "600",
+               "--chains", "2", "--output", str(out), "--no-progress", "--no-bic"])
+    assert rc == 0, capsys.readouterr().err
+    s = json.loads((out / "summary.json").read_text())
+    assert s["orders"] == [1, 2, 3] and s["num_terms"] == 3000
+    exact = np.asarray(s["posterior_q"]["exact"])
+    assert np.sort(exact)[-2] > 0.1, exact  # the test has power: two orders hold real mass
+    tv = s["total_variation"]
+    assert tv["racing_vs_exact"] < 0.1 + 3 * tv["monte_carlo_se"], s["posterior_q"]
+    point = np.eye(3)[np.argmax(exact)]
+    assert 0.5 * np.abs(point - exact).sum() > 0.1 + 3 * tv["monte_carlo_se"]
     for m in ("racing", "exact"):
-        assert np.isclose(sum(summary["posterior_q"][m]), 1.0)
-        assert summary["likelihood_evaluations"][m] > 0
-    for f in ("racing.nc", "exact.nc", "returns.png", "posterior_q.png", "trace_q.png", "autocorr_q.png"):
+        d = s["diagnostics"][m]
+        assert np.isclose(sum(s["posterior_q"][m]), 1.0) and d["likelihood_evaluations"] > 0
+        assert d["ess_q"] > 0 and d["model_switches"] > 0 and len(d["wang_landau_settle"]["sweeps"]) == 2
+    e = s["decision_error_rates"]["model"]
+    assert e["decisions"] == 0 or stats.binom.sf(e["errors"] - 1, e["decisions"], s["delta"]) > 1e-3, e
+    for f in ("racing.nc", "exact.nc", "returns.png", "posterior_q.png", "trace_q.png", "autocorr_q.png",
+              "wang_landau.png"):
         assert os.path.exists(out / f), f
+    idata = az.from_netcdf(out / "racing.nc")
+    assert idata.posterior["model"].shape == (2, 600) and "arch2.alpha" in idata.posterior
     assert main(["arch", "--orders", "0,5", "--output", str(out)]) == 2
     assert "orders must be positive integers" in capsys.readouterr().err
     assert main(["arch", "--data", str(tmp_path / "nope.csv"), "--output", str(out)]) == 2
     assert "does not exist" in capsys.readouterr().err
+    assert main(["arch", "--chains", "0", "--output", str(out)]) == 2
+    assert "num_chains must be a positive integer" in capsys.readouterr().err

@@ -135,8 +135,8 @@ class ModelSelection(MCMCKernel):
             tiny posterior probability is rarely visited).
         pseudoprior: each model's pseudoprior ``g_j``.  ``"auto"`` (default): the Laplace
             Gaussian at its mode, checked at ``init`` by :func:`~subsample_mcmc.kernels.product_space.pseudoprior_fit`
-            (200 pseudoprior draws, full data) and, where it misses (Pareto ``k > 0.7`` or
-            log-weight sd above 1 nat: skewed posteriors, such as ARCH lags near their zero
+            (200 pseudoprior draws, full data) and, where it misses (log-weight sd above 1 nat,
+            or above 0.5 with Pareto ``k > 0.7``: skewed posteriors, such as ARCH lags near their zero
             bound, where the chain would stick in the model), replaced by ``"copula"``: a Gaussian
             copula with Yeo-Johnson marginals fitted to a NUTS pilot run of the model alone
             (:func:`~subsample_mcmc.kernels.product_space.copula_pseudoprior`; ``pilot_draws``
@@ -309,8 +309,9 @@ class ModelSelection(MCMCKernel):
         """Model ``j``'s pseudoprior (``pseudoprior`` of the constructor): the Laplace Gaussian
         from its RacingMH state ``st``; with ``"auto"`` checked by :func:`pseudoprior_fit`
         (``_AUTO_CHECK_DRAWS`` full-data passes) and replaced by the NUTS-pilot copula
-        (:meth:`_pilot`) when it misses (``k_hat > 0.7`` or log-weight sd above
-        ``_AUTO_MAX_LOG_WEIGHT_SD`` nats)."""
+        (:meth:`_pilot`) when it misses: log-weight sd above ``_AUTO_MAX_LOG_WEIGHT_SD`` nats, or
+        above half of it with Pareto ``k_hat > 0.7`` (heavy tails; below that sd the weights are
+        nearly constant and 200 draws' ``k_hat`` is noise)."""
         flat = ravel_pytree(jax.tree.map(lambda v: v[0], st.z) if self._vectorized else st.z)[0]
         if self.pseudoprior_kind == "given":
             g = self._given_pseudopriors[name]
@@ -333,7 +334,8 @@ class ModelSelection(MCMCKernel):
         key = jax.random.fold_in(st.rng_key[0] if self._vectorized else st.rng_key, 11)
         fit = jit_with_data(check, model_args, model_kwargs)(key, g0)
         self.auto_choice[name] = dict(k_hat=float(fit.k_hat), log_weight_sd=float(fit.log_weight_sd))
-        if float(fit.k_hat) > 0.7 or not float(fit.log_weight_sd) <= _AUTO_MAX_LOG_WEIGHT_SD:
+        sd = float(fit.log_weight_sd)
+        if not sd <= _AUTO_MAX_LOG_WEIGHT_SD or (float(fit.k_hat) > 0.7 and sd > 0.5 * _AUTO_MAX_LOG_WEIGHT_SD):
             self.auto_choice[name]["pseudoprior"] = "copula"
             return self._pilot(name, kern, st, model_args, model_kwargs)
         self.auto_choice[name]["pseudoprior"] = "laplace"
