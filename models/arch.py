@@ -22,7 +22,10 @@ The standardised (unit-variance) t used by the ``arch`` package exists only for
 likelihood under the reparameterisation ``alpha_i^{arch} = alpha_i nu / (nu - 2)``, so
 maximum likelihoods (and BICs) are comparable with ``arch_model(..., dist="t")``.
 
-**Parameterisation.**  Each order's parameters live on the real line through the
+**Parameterisation.**  The NumPyro models (:func:`arch_numpyro_model`, :func:`arch_models`)
+use NumPyro's own unconstraining transform (``log`` for the Gamma sites).  The padded
+functions below (:func:`log_likelihood_points`, :func:`fit_laplace`, used by the job's
+maximum-likelihood check) put each order's parameters on the real line through the
 softplus ``x = log(1 + exp(x'))`` (App. C.2).  A position is a padded vector
 ``u = (alpha_0', alpha_1' .. alpha_{max Q}', nu')`` of length ``max(Q) + 2``; order ``q``
 uses the entries selected by its mask and ignores the others, so every order has the
@@ -38,8 +41,9 @@ returns in percent; :func:`simulate_arch` draws a series with a known order.
 so one row is everything datum ``t`` contributes: per-datum log-likelihoods are
 row-wise and a race reads rows in any order.
 
-The product-space sampler (Carlin & Chib 1995) that selects ``q`` lives in
-:mod:`subsample_mcmc.models.arch_sampler`.
+The order ``q`` is chosen by :class:`~subsample_mcmc.ModelSelection` over
+:func:`arch_models` (Carlin & Chib's product space with a racing model draw); the main job
+is :mod:`subsample_mcmc.models.arch_job`.
 """
 
 from __future__ import annotations

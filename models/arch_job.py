@@ -106,6 +106,7 @@ def run_sampler(name: str, models: dict, y, *, pseudopriors: dict, num_warmup: i
                             check_decisions=check_decisions and name == "racing")
     mcmc = MCMC(kernel, num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains,
                 chain_method="sequential", progress_bar=progress_bar)
+    _release_compiled_programs()
     key = jax.random.PRNGKey(seed)
     t0 = time.perf_counter()
     mcmc.warmup(key, y, collect_warmup=True, extra_fields=_FIELDS)
@@ -115,6 +116,20 @@ def run_sampler(name: str, models: dict, y, *, pseudopriors: dict, num_warmup: i
     t2 = time.perf_counter()
     fields = {k: np.asarray(v) for k, v in mcmc.get_extra_fields(group_by_chain=True).items()}
     return ArchRun(name, mcmc, orders, warm, fields, {"warmup": t1 - t0, "sample": t2 - t1}, int(y.shape[0]))
+
+
+def _release_compiled_programs() -> None:
+    """Drop JAX's compiled programs before a sampler compiles its own: every XLA CPU executable
+    holds memory mappings, and the job's pilots, mode searches and two samplers over six models
+    exceeded the process's mapping limit (``vm.max_map_count``; LLVM "Cannot allocate memory",
+    then a segfault) on the DJIA.  Programs are not shared between the phases, and with the
+    persistent compilation cache a reload is cheap."""
+    import gc
+
+    import jax
+
+    jax.clear_caches()
+    gc.collect()
 
 
 def wang_landau_settle(run: ArchRun, tolerance: float = 1.0) -> dict:
@@ -266,8 +281,8 @@ def make_figures(series: ReturnSeries, runs: dict, out_dir: str, *, max_lag: int
     return paths
 
 
-def run_job(*, data: str = DEFAULT_SERIES, orders: Sequence[int] = DEFAULT_ORDERS, num_adapt: int = 1000,
-            num_samples: int = 2000, num_chains: int = 4, seed: int = 0, output: str = "arch-output",
+def run_job(*, data: str = DEFAULT_SERIES, orders: Sequence[int] = DEFAULT_ORDERS, num_adapt: int = 500,
+            num_samples: int = 1000, num_chains: int = 2, seed: int = 0, output: str = "arch-output",
             delta: float = 0.05, pseudoprior: str = "auto", check_decisions: bool = True,
             simulated_size: int = 100_000, simulated_order: int = 10, column: Optional[str] = None,
             kind: Optional[str] = None, bic: bool = True, progress_bar: bool = True, log=print) -> dict:

@@ -121,9 +121,9 @@ def main(argv=None) -> int:
     arch.add_argument("--data", default="djia",
                       help="djia (Dow Jones 1885-2023, the default) | sp500-1950 | sp500 | nasdaq | simulated | PATH.csv")
     arch.add_argument("--orders", default="5,10,15,20,25,30", help="candidate orders, comma-separated")
-    arch.add_argument("--num-adapt", type=int, default=1000, help="warmup sweeps per chain (Wang-Landau on)")
-    arch.add_argument("--num-samples", type=int, default=2000, help="sweeps per chain with the prior frozen")
-    arch.add_argument("--chains", type=int, default=4)
+    arch.add_argument("--num-adapt", type=int, default=500, help="warmup sweeps per chain (Wang-Landau on)")
+    arch.add_argument("--num-samples", type=int, default=1000, help="sweeps per chain with the prior frozen")
+    arch.add_argument("--chains", type=int, default=2)
     arch.add_argument("--seed", type=int, default=0)
     arch.add_argument("--delta", type=float, default=0.05, help="error level of every race")
     arch.add_argument("--pseudoprior", choices=("auto", "laplace", "copula"), default="auto",

@@ -107,9 +107,9 @@ class ModelSelection(MCMCKernel):
                       + \textstyle\sum_n h_{k,n}(\theta_k).
 
     The race errs with probability at most ``delta`` (total variation, Prop. 1).  **Never
-    more than exact**: over the last quarter of warmup the race's cost per sweep is
-    measured, and when it exceeds ``K N`` (the exact draw) the chain draws ``k`` exactly
-    from then on (``exact_model_draw`` in the state; the progress bar says so).  During
+    more than exact**: early in warmup and over its last quarter the race's cost per sweep is
+    measured, and when it exceeds ``K N`` (the exact draw; twice that early on) the chain
+    draws ``k`` exactly from then on (``exact_model_draw`` in the state; the progress bar says so).  During
     warmup Wang-Landau lowers ``a_k`` by ``1/(1 + t/100)`` at each visit of ``k`` (App.
     C.2) so that every model is visited; ``a`` is then frozen and
     :func:`model_posterior` divides it out: ``p(k | y) ∝ p~(k | y) exp(-a_k)``.
@@ -532,20 +532,29 @@ class ModelSelection(MCMCKernel):
             model_draw_disagrees=disagrees)
 
     def _choose_model_draw(self, state, cost, num):
-        """Race or exact model draw for the sampling phase, decided once at the end of warmup
-        (as :class:`RacingMH` decides its MH step): over the last quarter of warmup (at least 10
-        sweeps) the race's evaluations per sweep are averaged; above ``K N``, the exact draw's
-        cost, the chain draws ``k`` exactly from then on (``exact_model_draw`` in the state)."""
+        """Race or exact model draw, decided during warmup (as :class:`RacingMH` decides its MH
+        step).  The race's evaluations per sweep are averaged over two windows: an early one
+        (sweeps ``[W/10, W/10 + max(10, W/10))`` of ``W`` warmup sweeps), after which a race
+        costing more than twice ``K N`` (the exact draw's cost) is dropped at once, so that a model
+        race that cannot stop early does not multiply the warmup's cost; and the last quarter of
+        warmup (at least 10 sweeps), after which a race costing more than ``K N`` is dropped.  From
+        then on the chain draws ``k`` exactly (``exact_model_draw`` in the state)."""
         nw = self._num_warmup
-        start = (3 * nw) // 4
-        if nw - start < 10 or self.race_options["method"] == "exact":
+        late = (3 * nw) // 4
+        if nw - late < 10 or self.race_options["method"] == "exact":
             return state.exact_model_draw, state.race_cost
+        early = nw // 10
+        early_end = min(early + max(10, nw // 10), late)
+        has_early = early_end - early >= 10
         t = state.i
-        window = (t >= start) & (t < nw) & ~state.exact_model_draw
-        race_cost = state.race_cost + jnp.where(window, cost, 0.0).astype(state.race_cost.dtype)
-        decide = t == nw - 1
-        exact = state.exact_model_draw | (decide & (race_cost / (nw - start) > num * self._size))
-        return exact, race_cost
+        window = ((t >= late) & (t < nw)) | (has_early & (t >= early) & (t < early_end))
+        race_cost = state.race_cost + jnp.where(window & ~state.exact_model_draw, cost, 0.0).astype(state.race_cost.dtype)
+        exact_cost = num * self._size
+        decide_early = has_early & (t == early_end - 1)
+        exact = (state.exact_model_draw
+                 | (decide_early & (race_cost / max(early_end - early, 1) > 2 * exact_cost))
+                 | ((t == nw - 1) & (race_cost / (nw - late) > exact_cost)))
+        return exact, jnp.where(decide_early, 0.0, race_cost).astype(state.race_cost.dtype)
 
     def postprocess_fn(self, model_args, model_kwargs):
         """The model index and each model's constrained values and deterministic sites,
