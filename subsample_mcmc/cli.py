@@ -51,7 +51,7 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def _enable_compilation_cache() -> None:
+def enable_compilation_cache() -> None:
     """JAX's persistent compilation cache for the command-line jobs, unless one is configured
     (``JAX_COMPILATION_CACHE_DIR``): ``$XDG_CACHE_HOME/subsample_mcmc/jax`` (default
     ``~/.cache``).  NumPyro compiles the sampler once per sequential chain; the programs are
@@ -68,7 +68,7 @@ def _enable_compilation_cache() -> None:
 def _arch(args: argparse.Namespace) -> int:
     from subsample_mcmc.models.arch_job import run_job
 
-    _enable_compilation_cache()
+    enable_compilation_cache()
     orders = [o for o in args.orders.split(",") if o.strip()]
     try:
         run_job(data=args.data, orders=orders, num_adapt=args.num_adapt, num_samples=args.num_samples,
