@@ -142,7 +142,10 @@ class ModelSelection(MCMCKernel):
             (:func:`~subsample_mcmc.kernels.product_space.copula_pseudoprior`; ``pilot_draws``
             draws, full data); ``kernel.auto_choice`` records each model's check and choice.
             ``"laplace"`` or ``"copula"`` force one kind; a dict ``{name: Pseudoprior}`` reuses
-            an earlier run's fits (:meth:`pseudopriors`).
+            an earlier run's fits (:meth:`pseudopriors`).  NumPyro calls ``init`` once per
+            sequential chain, so each such chain fits its own pilots (vectorized chains share
+            chain 0's); to fit once, ``init`` a kernel yourself and pass its
+            :meth:`pseudopriors` (as the ARCH job does).
         pilot_draws: draws of each NUTS pilot (``pseudoprior="copula"``; half as many warmup).
         check_decisions: re-draw every raced model index exactly with the same Gumbel noise
             (a full-data pass per sweep, not counted in ``num_likelihood_evals``) and record in
@@ -280,7 +283,7 @@ class ModelSelection(MCMCKernel):
             key_j = keys[:, j] if self._vectorized else keys[j]
             params = None if init_params is None else init_params.get(name)
             st = kern.init(key_j, num_warmup, params, model_args, model_kwargs)
-            g = self._pseudoprior(j, name, kern, st, model_args, model_kwargs)
+            g = self._pseudoprior(name, kern, st, model_args, model_kwargs)
             if self._vectorized and jnp.ndim(g.mean) == 1:  # one fit serves every chain
                 c = jnp.shape(st.i)[0]
                 g = jax.tree.map(lambda v: jnp.broadcast_to(v, (c,) + jnp.shape(v)), g)
@@ -305,7 +308,7 @@ class ModelSelection(MCMCKernel):
             return jax.vmap(build)(key_state, tuple(inner), tuple(pseudo), adjust)
         return build(key_state, inner, pseudo, adjust)
 
-    def _pseudoprior(self, j, name, kern, st, model_args, model_kwargs):
+    def _pseudoprior(self, name, kern, st, model_args, model_kwargs):
         """Model ``j``'s pseudoprior (``pseudoprior`` of the constructor): the Laplace Gaussian
         from its RacingMH state ``st``; with ``"auto"`` checked by :func:`pseudoprior_fit`
         (``_AUTO_CHECK_DRAWS`` full-data passes) and replaced by the NUTS-pilot copula
