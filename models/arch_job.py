@@ -89,7 +89,14 @@ class ArchRun:
         self.warmup_fields, self.fields, self.seconds = warmup_fields, fields, seconds
         self.model_index = np.asarray(mcmc.get_samples(group_by_chain=True)["model"])  # [C, S]
         self.q = np.asarray(self.orders)[self.model_index]
-        self.posterior = model_posterior(mcmc)
+        import warnings
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            self.posterior = model_posterior(mcmc)
+        for w in caught:  # the job's user sets draws by the command line: say which option
+            warnings.warn(f"{name} sampler: {w.message} (command line: raise --num-samples or --chains)",
+                          w.category, stacklevel=3)
 
 
 def run_sampler(name: str, models: dict, y, *, pseudopriors: dict, num_warmup: int, num_samples: int,

@@ -217,6 +217,13 @@ def test_bad_inputs_name_the_argument():
         ModelSelection([a, b], prior=[1.0])
     with pytest.raises(ValueError, match="mh_options may not set 'delta'"):
         ModelSelection([a, b], mh_options={"delta": 0.1})
+    for name in ("", "a.1", "model"):
+        with pytest.raises(ValueError, match="models: the name .* use '_' instead"):
+            ModelSelection({name: a, "b": b})
+    with pytest.raises(ValueError, match="pseudoprior must be 'auto'"):
+        ModelSelection([a, b], pseudoprior="gaussian")
+    with pytest.raises(ValueError, match="pilot_draws must be an integer >= 50"):
+        ModelSelection([a, b], pilot_draws=10)
     x = np.zeros(400)
     with pytest.raises(ValueError, match=r"differ in size \(a: N=400, b: N=200\)"):
         MCMC(ModelSelection([a, b]), num_warmup=2, num_samples=2, progress_bar=False).run(

@@ -81,8 +81,9 @@ def _names(models) -> tuple[list, list]:
     for name, m in zip(names, fns):
         if not callable(m):
             raise TypeError(f"models[{name!r}] is not callable: pass NumPyro model functions")
-        if SITE_DIVIDER in name or "/" in name or name == MODEL_SITE:
-            raise ValueError(f"model name {name!r} may not contain {SITE_DIVIDER!r} or '/' nor be {MODEL_SITE!r}")
+        if not name or SITE_DIVIDER in name or "/" in name or name == MODEL_SITE:
+            raise ValueError(f"models: the name {name!r} may not be empty, contain {SITE_DIVIDER!r} or '/', nor be "
+                             f"{MODEL_SITE!r} (sites are reported as '<name>{SITE_DIVIDER}<site>'); use '_' instead")
     return names, fns
 
 
@@ -598,7 +599,7 @@ class ModelSelection(MCMCKernel):
         exact = float(jnp.mean(state.exact_model_draw))
         return "model {}, evals/step {}{}".format(
             shown, int(jnp.mean(state.num_likelihood_evals)),
-            "" if exact == 0 else ", exact model draw (racing cost more)")
+            "" if exact == 0 or self.race_options["method"] == "exact" else ", exact model draw (racing cost more)")
 
     @property
     def default_fields(self):
