@@ -26,13 +26,15 @@ _LAZY = {
     "ModelSelection": "subsample_mcmc.numpyro",
     "model_posterior": "subsample_mcmc.numpyro",
     "conditional_samples": "subsample_mcmc.numpyro",
+    "LinearFeatureControlVariate": "subsample_mcmc.numpyro",
     "best_arm": "subsample_mcmc.racing",
     "b_normal": "subsample_mcmc.racing",
     "sample_discrete": "subsample_mcmc.racing",
 }
 _SUBPACKAGES = ("racing", "kernels", "numpyro", "models", "bandits")
 
-__all__ = ["RacingMH", "RacingGibbs", "ModelSelection", "model_posterior", "conditional_samples", "best_arm", "b_normal", "sample_discrete", *_SUBPACKAGES,
+__all__ = ["RacingMH", "RacingGibbs", "ModelSelection", "model_posterior", "conditional_samples",
+           "LinearFeatureControlVariate", "best_arm", "b_normal", "sample_discrete", *_SUBPACKAGES,
            "__version__"]
 
 

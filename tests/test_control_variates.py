@@ -114,3 +114,44 @@ def test_linear_feature_expansion_equals_the_data_space_expansion():
     np.testing.assert_allclose(np.asarray(feat.mean()), np.asarray(data_space.mean()), rtol=2e-4, atol=2e-4)
     with pytest.raises(ValueError, match="features must be"):
         taylor_control_variate(f, bins, features=(p_mat[:, :, :3], shift))
+
+
+def _logistic_phi(z, w):
+    return w * z[0] - jnp.logaddexp(0.0, z[0])
+
+
+@pytest.mark.parametrize("order", [2, 3])
+def test_linear_feature_proxy_is_a_taylor_polynomial_with_exact_sums(order):
+    """The per-datum proxy in linear features (NumPy float64 inputs): its precomputed sums equal the
+    sum of its per-datum values at any A, over all points and over a raced subset, and the residual
+    l_n - h_n shrinks like |A - A*|^(order + 1) (a wrong derivative or moment would break either)."""
+    from subsample_mcmc.racing import linear_feature_proxy
+
+    rng = np.random.default_rng(3)
+    n = 3000
+    x = np.c_[np.ones(n), rng.normal(size=(n, 2))]
+    beta = np.array([-0.3, 0.8, -0.5])
+    y = (rng.uniform(size=n) < 1 / (1 + np.exp(-x @ beta))).astype(np.float64)
+    ref = beta[None, :]
+    prox = linear_feature_proxy(_logistic_phi, ref, x, y, order=order)
+    direction = np.array([[0.5, -0.3, 0.4]])
+
+    def exact(a):
+        z = x @ np.asarray(a).T
+        return y * z[:, 0] - np.logaddexp(0.0, z[:, 0])
+
+    residuals = []
+    for eps in (0.2, 0.1):
+        a = jnp.asarray(ref + eps * direction, jnp.float32)
+        h = np.asarray(prox.values(a, jnp.arange(n)), np.float64)
+        np.testing.assert_allclose(float(prox.total_sum(a)), h.sum(), rtol=1e-4)
+        residuals.append(np.abs(exact(ref + eps * direction) - h).sum())
+    assert residuals[0] / residuals[1] > 0.7 * 2 ** (order + 1), residuals
+    raced = np.sort(rng.choice(n, size=2000, replace=False))
+    sub = prox.restricted(raced)
+    a = jnp.asarray(ref + 0.3 * direction, jnp.float32)
+    np.testing.assert_allclose(float(sub.total_sum(a)), float(jnp.sum(sub.values(a, jnp.asarray(raced)))), rtol=1e-4)
+    with pytest.raises(ValueError, match="reference_matrix must have shape"):
+        linear_feature_proxy(_logistic_phi, ref[:, :2], x, y)
+    with pytest.raises(ValueError, match="order must be 2 or 3"):
+        linear_feature_proxy(_logistic_phi, ref, x, y, order=4)

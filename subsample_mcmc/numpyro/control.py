@@ -19,9 +19,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..racing import make_data_bins, taylor_control_variate
+from ..racing import linear_feature_proxy, make_data_bins, taylor_control_variate
 
-__all__ = ["DataSpaceControlVariate"]
+__all__ = ["DataSpaceControlVariate", "LinearFeatureControlVariate"]
 
 
 class DataSpaceControlVariate:
@@ -81,3 +81,99 @@ class DataSpaceControlVariate:
                 f"{name}.datum_log_likelihood_fn disagrees with the model at data index {int(idx[i])}: "
                 f"{ours[i]:.6g} vs {model[i]:.6g}; it must return log p(data[n] | values) for datum n"
             )
+
+
+class LinearFeatureControlVariate:
+    r"""A per-datum Taylor proxy in linear features, for :class:`~subsample_mcmc.ModelSelection`'s model race.
+
+    For models whose datum log-likelihood sees the parameters only through a few linear
+    features of the datum, ``log p(datum n | values) = log_likelihood_fn(A(values) @ x_n, w_n)``
+    (``A = features_fn(values)`` a ``[p', p]`` matrix, ``x_n = covariates[n]``, ``w_n =
+    response[n]``): GLMs (``z = beta^T x``), or ARCH(q) with ``z_t = (alpha_0 + alpha^T
+    r^2_{t-q:t-1}, nu)`` on ``x_t = (1, r^2_{t-1}, ..)`` (App. C.2's features).  At ``init`` the
+    kernel expands ``log_likelihood_fn`` in ``z`` to ``order`` around every datum's features at
+    the model's MAP and precomputes the expansion's sums
+    (:class:`~subsample_mcmc.racing.LinearFeatureProxy`); the race then reads residuals of
+    order ``|Delta z|^{order+1}``, each costing O(p' p) beyond the model's own evaluation.
+    The points with the largest residuals at a few pseudoprior draws (``exact_fraction`` of
+    them, App. C.2 reads 20% of its outliers this way) are summed exactly in every race.
+    ``init`` checks that ``log_likelihood_fn`` agrees with the model on a few data points.
+
+    Args:
+        features_fn: ``values -> A`` ``[p', p]`` (``values``: the model's constrained latent values,
+            a dict by site name).
+        log_likelihood_fn: ``(z [p'], w) -> log p(datum)``; ``w`` is a row of ``response``
+            (``None`` without one).
+        covariates: ``[N, p]`` rows ``x_n`` of the data plate, a constant column included where
+            ``A`` needs one (intercepts, scale or shape parameters).
+        response: ``[N]`` or ``[N, k]`` what the features do not mix (e.g. the observations).
+        order: the Taylor order, 2 or 3 (default 3).
+        exact_fraction: fraction of points read exactly in every race (default 0.01).
+
+    Example (logistic regression, ``z = beta^T x``)::
+
+        cv = LinearFeatureControlVariate(
+            lambda v: jnp.concatenate([v["b0"][None], v["beta"]])[None],
+            lambda z, w: w * z[0] - jnp.logaddexp(0.0, z[0]),
+            np.c_[np.ones(len(x)), x], y)
+    """
+
+    def __init__(self, features_fn: Callable, log_likelihood_fn: Callable, covariates, response=None, *,
+                 order: int = 3, exact_fraction: float = 0.01):
+        if not callable(features_fn) or not callable(log_likelihood_fn):
+            raise TypeError("features_fn (values -> A [p', p]) and log_likelihood_fn ((z, w) -> log p) must be "
+                            "functions")
+        x = np.asarray(covariates, np.float64)
+        if x.ndim != 2 or x.shape[0] < 2:
+            raise ValueError(f"covariates must have shape [N, p] with N >= 2, got {x.shape}")
+        if response is not None and np.shape(response)[0] != x.shape[0]:
+            raise ValueError(f"response must have one row per covariate row ({x.shape[0]}), got "
+                             f"{np.shape(response)[0]}")
+        if order not in (2, 3):
+            raise ValueError(f"order must be 2 or 3, got {order!r}")
+        if not (0.0 <= float(exact_fraction) < 0.5):
+            raise ValueError(f"exact_fraction must lie in [0, 0.5), got {exact_fraction}")
+        self.features_fn, self.log_likelihood_fn = features_fn, log_likelihood_fn
+        self.covariates = jnp.asarray(x, jnp.result_type(float))
+        self.response = None if response is None else jnp.asarray(response, jnp.result_type(float))
+        self.order, self.exact_fraction = int(order), float(exact_fraction)
+
+    @property
+    def size(self) -> int:
+        return int(self.covariates.shape[0])
+
+    def matrix(self, values) -> jax.Array:
+        """``A(values)`` as a ``[p', p]`` array (checked)."""
+        a = jnp.asarray(self.features_fn(values))
+        if a.ndim != 2 or a.shape[1] != self.covariates.shape[1]:
+            raise ValueError(f"features_fn must return a [p', {self.covariates.shape[1]}] matrix (one column per "
+                             f"covariate), got shape {a.shape}")
+        return a.astype(self.covariates.dtype)
+
+    def log_likelihood_points(self, a, indices=None) -> jax.Array:
+        """``log_likelihood_fn(A x_n, w_n)`` at ``indices`` (default every point)."""
+        x = self.covariates if indices is None else self.covariates[indices]
+        w = self.response if indices is None or self.response is None else self.response[indices]
+        z = x @ jnp.asarray(a, x.dtype).T
+        if w is None:
+            return jax.vmap(lambda zi: self.log_likelihood_fn(zi, None))(z)
+        return jax.vmap(self.log_likelihood_fn)(z, w)
+
+    def proxy(self, values, raced_indices=None):
+        """The :class:`~subsample_mcmc.racing.LinearFeatureProxy` at ``values`` (the reference)."""
+        return linear_feature_proxy(self.log_likelihood_fn, np.asarray(self.matrix(values)),
+                                    np.asarray(self.covariates), None if self.response is None else
+                                    np.asarray(self.response), order=self.order, raced_indices=raced_indices)
+
+    def check(self, model_log_likelihood, values, name: str = "control_variate") -> None:
+        """Raise if the features' log-likelihood disagrees with the model on a few data points."""
+        idx = jnp.unique(jnp.linspace(0, self.size - 1, 8).astype(jnp.int32))
+        ours = np.asarray(self.log_likelihood_points(self.matrix(values), idx), np.float64)
+        model = np.asarray(model_log_likelihood(values, idx), np.float64)
+        bad = ~np.isclose(ours, model, rtol=1e-3, atol=1e-3 * (1 + np.abs(model).max()))
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise ValueError(
+                f"{name}: log_likelihood_fn(features_fn(values) @ covariates[n], response[n]) disagrees with the "
+                f"model at data index {int(idx[i])}: {ours[i]:.6g} vs {model[i]:.6g}; covariates and response must "
+                "be the rows of the model's data plate, in its order")

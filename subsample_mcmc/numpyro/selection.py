@@ -29,7 +29,8 @@ from ..kernels.product_space import (
     wang_landau_update,
 )
 from ..kernels.proxy import proxy_residual
-from ..racing import METHODS, sample_discrete
+from ..racing import METHODS, ArmControlVariates, sample_discrete
+from .control import LinearFeatureControlVariate
 from .mh import RacingMH
 from .model import full_data_model, jit_with_data
 
@@ -47,6 +48,8 @@ _MIN_VISITS, _MIN_EFFECTIVE_FRACTION = 20, 0.05
 #: pseudoprior is refitted from a NUTS pilot (sd 1 nat: the chain already leaves the model several times
 #: less often than a perfect fit would)
 _AUTO_CHECK_DRAWS, _AUTO_MAX_LOG_WEIGHT_SD = 200, 1.0
+#: control_variate: pseudoprior draws per model at which the proxies' residuals pick the points read exactly
+_PROXY_PROBES = 4
 
 
 class ModelSelectionState(NamedTuple):
@@ -64,6 +67,9 @@ class ModelSelectionState(NamedTuple):
     race_cost: jax.Array = 0.0  # the model race's evaluations summed over the decision window of warmup
     model_draw_checked: jax.Array = False  # check_decisions: this sweep's model draw was a race, re-drawn exactly
     model_draw_disagrees: jax.Array = False  # ... and the exact draw (same Gumbel noise) chose another model
+    feature_proxies: Optional[tuple] = None  # control_variate: each model's LinearFeatureProxy at its MAP
+    raced_indices: Optional[jax.Array] = None  # ... the points the model race samples
+    exact_indices: Optional[jax.Array] = None  # ... the points it sums exactly in every race
 
 
 def _names(models) -> tuple[list, list]:
@@ -155,6 +161,13 @@ class ModelSelection(MCMCKernel):
             ``delta``.
         mh_options: further keyword arguments of each model's :class:`RacingMH` (e.g.
             ``num_restarts``, ``proposal``).
+        control_variate: ``{name: LinearFeatureControlVariate}`` for every model: the model race's
+            control variate becomes each model's Taylor proxy in its likelihood's linear features
+            (:class:`~subsample_mcmc.numpyro.LinearFeatureControlVariate`; App. C.2's features of the
+            ARCH model, or a GLM's linear predictor), built at ``init`` around each model's MAP, with
+            the few points of largest residual read exactly.  Its residuals are orders of magnitude
+            smaller than the default parameter-space proxies' and cost O(p' p) per point, so the race
+            can stop after a few hundred points where the default reads every point.
         data_plate: the data plate's name when a model has several candidates.
 
     Draws: ``mcmc.get_samples()`` has ``"model"`` (the index into ``kernel.names``) and
@@ -191,7 +204,7 @@ class ModelSelection(MCMCKernel):
                  first_batch: int = 50, variance: str = "pairwise", wang_landau: bool = True,
                  initial_adjustment: str = "laplace", pseudoprior: Union[str, dict] = "auto",
                  pilot_draws: int = 1000, check_decisions: bool = False, mh_options: Optional[dict] = None,
-                 data_plate: Optional[str] = None):
+                 control_variate: Optional[dict] = None, data_plate: Optional[str] = None):
         self.names, self._models = _names(models)
         k = len(self._models)
         if prior is None:
@@ -223,6 +236,12 @@ class ModelSelection(MCMCKernel):
             raise ValueError(f"pilot_draws must be an integer >= 50, got {pilot_draws!r}")
         self.pseudoprior_kind, self.pilot_draws = pseudoprior, int(pilot_draws)
         self.check_decisions = bool(check_decisions)
+        if control_variate is not None:
+            if (not isinstance(control_variate, dict) or set(control_variate) != set(self.names)
+                    or not all(isinstance(c, LinearFeatureControlVariate) for c in control_variate.values())):
+                raise ValueError(f"control_variate must map every model name {self.names} to a "
+                                 "LinearFeatureControlVariate (or be None for the parameter-space proxies)")
+        self.control_variates = control_variate
         self.auto_choice = {}  # pseudoprior="auto": {name: {"pseudoprior", "k_hat", "log_weight_sd"}} after init
         mh_options = dict(mh_options or {})
         for key in ("method", "delta", "first_batch", "variance", "data_plate"):
@@ -293,6 +312,7 @@ class ModelSelection(MCMCKernel):
         self._unravels = [kern._unravel for kern in self.kernels]
         key_state = keys[:, -1] if self._vectorized else keys[-1]
         adjust = self._initial_adjustment(inner, pseudo, model_args, model_kwargs)
+        features = self._feature_proxies(inner, pseudo, model_args, model_kwargs)
 
         def build(key, inner, pseudo, adjust):
             k = jnp.zeros((), jnp.int32)
@@ -303,7 +323,7 @@ class ModelSelection(MCMCKernel):
                 mh_race_stage=jnp.zeros((), jnp.int32), accept_prob=jnp.zeros((), jnp.float32), rng_key=key,
                 exact_model_draw=jnp.asarray(self.race_options["method"] == "exact"),
                 race_cost=jnp.zeros((), jnp.float32), model_draw_checked=jnp.zeros((), bool),
-                model_draw_disagrees=jnp.zeros((), bool))
+                model_draw_disagrees=jnp.zeros((), bool), **features)
 
         if self._vectorized:
             return jax.vmap(build)(key_state, tuple(inner), tuple(pseudo), adjust)
@@ -375,6 +395,49 @@ class ModelSelection(MCMCKernel):
                           "posterior (the chain then sticks in or avoids this model): raise pilot_draws or "
                           "reparametrize the model", stacklevel=4)
         return copula_pseudoprior(flat)
+
+    def _feature_proxies(self, inner, pseudo, model_args, model_kwargs) -> dict:
+        """``control_variate``'s state fields: each model's :class:`~subsample_mcmc.racing.LinearFeatureProxy`
+        at its MAP (chain 0's with vectorized chains), and the points read exactly: the
+        ``exact_fraction`` of largest residual ``|l_n - h_n|`` (about its median) at
+        ``_PROXY_PROBES`` pseudoprior draws of every model.  Checks each features' likelihood against
+        its model first."""
+        if self.control_variates is None:
+            return {}
+        first = (lambda v: v[0]) if self._vectorized else (lambda v: v)
+        proxies, score = [], jnp.zeros(self._size)
+        for j, (name, kern, st, g) in enumerate(zip(self.names, self.kernels, inner, pseudo)):
+            cv, ms, unravel = self.control_variates[name], kern._subsampler, kern._unravel
+            if cv.size != self._size:
+                raise ValueError(f"control_variate[{name!r}] has {cv.size} covariate rows, the data plate {self._size}")
+            values = ms.constrain(unravel(first(st.center)))
+            cv.check(lambda v, idx, ms=ms: ms.log_likelihood(v, idx, model_args, model_kwargs), values,
+                     name=f"control_variate[{name!r}]")
+            proxy = cv.proxy(values)
+            g0 = jax.tree.map(first, g)
+
+            @jax.jit
+            def residuals(key, proxy=proxy, cv=cv, ms=ms, unravel=unravel, g0=g0):
+                a = cv.matrix(ms.constrain(unravel(pseudoprior_draw(key, g0))))
+                r = cv.log_likelihood_points(a) - proxy.values(a, jnp.arange(cv.size))
+                return jnp.abs(r - jnp.median(r))
+
+            key = jax.random.fold_in(first(st.rng_key), 13)
+            for i in range(_PROXY_PROBES):
+                score = jnp.maximum(score, jnp.nan_to_num(residuals(jax.random.fold_in(key, i)), nan=jnp.inf))
+            proxies.append(proxy)
+        n_exact = int(np.floor(max(c.exact_fraction for c in self.control_variates.values()) * self._size))
+        order = np.argsort(-np.asarray(score), kind="stable")
+        exact, raced = np.sort(order[:n_exact]), np.sort(order[n_exact:])
+        if raced.shape[0] < self.race_options["first_batch"]:
+            raise ValueError("control_variate: exact_fraction leaves fewer raced points than first_batch")
+        proxies = tuple(p.restricted(raced) for p in proxies)
+        out = dict(feature_proxies=proxies, raced_indices=jnp.asarray(raced, jnp.int32),
+                   exact_indices=jnp.asarray(exact, jnp.int32))
+        if self._vectorized:
+            c = jnp.shape(inner[0].i)[0]
+            out = jax.tree.map(lambda v: jnp.broadcast_to(v, (c,) + jnp.shape(v)), out)
+        return out
 
     def _initial_adjustment(self, inner, pseudo, model_args, model_kwargs):
         """Wang-Landau's start ``a`` ``[K]`` (``[C, K]`` for vectorized chains), float32."""
@@ -504,7 +567,18 @@ class ModelSelection(MCMCKernel):
             value, points, _ = draw_model(lls, None, dict(self.race_options, method="exact"))
             return value, (points * num).astype(jnp.float32), jnp.zeros((), jnp.int32)
 
-        if use_proxy:
+        if not exact and self.control_variates is not None:
+            def by_race(_):
+                cvs = [self.control_variates[name] for name in self.names]
+                matrices = tuple(cv.matrix(kern._subsampler.constrain(unravel(t)))
+                                 for cv, kern, unravel, t in zip(cvs, kernels, self._unravels, thetas))
+                arm_cv = ArmControlVariates(state.feature_proxies, matrices, state.raced_indices, state.exact_indices)
+                value, points, stages = draw_model(lls, None, dict(self.race_options, control_variate=arm_cv))
+                # every model's log-likelihood at every point computed, plus its proxy (one more evaluation,
+                # counted though it is a polynomial) at the raced ones
+                n_exact = state.exact_indices.shape[0]
+                return value, ((2 * points - n_exact) * num).astype(jnp.float32), stages
+        elif use_proxy:
             point_cost = sum(kern._costs["point"] + 1.0 for kern in kernels)
 
             def by_race(_):
@@ -513,7 +587,8 @@ class ModelSelection(MCMCKernel):
                     proxy_sums(proxies, thetas), self.race_options)
                 return value, points.astype(jnp.float32) * point_cost, stages
 
-            # never more than exact: after warmup the chain draws k exactly when the race cost more
+        if not exact and (use_proxy or self.control_variates is not None):
+            # never more than exact: from warmup's decision on the chain draws k exactly when the race cost more
             value, cost, stages = jax.lax.cond(state.exact_model_draw, by_exact, by_race, None)
             checked = jnp.asarray(self.check_decisions) & ~state.exact_model_draw
             if self.check_decisions:  # a diagnostic: its full pass is not counted in num_likelihood_evals
@@ -533,7 +608,8 @@ class ModelSelection(MCMCKernel):
             log_prior_adjustment=a, num_likelihood_evals=(jnp.round(cost).astype(jnp.int32) + mh_evals).astype(jnp.int32),
             race_stage=stages, mh_race_stage=mh_stage.astype(jnp.int32), accept_prob=accept, rng_key=key,
             exact_model_draw=exact_draw, race_cost=race_cost, model_draw_checked=checked,
-            model_draw_disagrees=disagrees)
+            model_draw_disagrees=disagrees, feature_proxies=state.feature_proxies,
+            raced_indices=state.raced_indices, exact_indices=state.exact_indices)
 
     def _choose_model_draw(self, state, cost, num):
         """Race or exact model draw, decided during warmup (as :class:`RacingMH` decides its MH

@@ -18,7 +18,8 @@ from .bounds import (
     clopper_pearson,
     passage_probability,
 )
-from .control_variates import DataBins, TaylorControlVariate, make_data_bins, taylor_control_variate
+from .control_variates import (ArmControlVariates, DataBins, LinearFeatureProxy, TaylorControlVariate,
+                               linear_feature_proxy, make_data_bins, taylor_control_variate)
 from .discrete import DiscreteSample, sample_discrete
 from .lil_ucb import LilUCBBound, lil_ucb, lil_ucb_parameters
 from .permutation import NUM_ROUNDS, IndexStream, index_stream, permuted_indices, sized_permuted_indices
@@ -38,4 +39,5 @@ __all__ = [
     # reading order and control variates
     "IndexStream", "index_stream", "permuted_indices", "sized_permuted_indices", "NUM_ROUNDS",
     "DataBins", "TaylorControlVariate", "make_data_bins", "taylor_control_variate",
+    "LinearFeatureProxy", "linear_feature_proxy", "ArmControlVariates",
 ]

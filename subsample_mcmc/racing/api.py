@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .bounds import ConfidenceBound, EBSBound, ExactBound, NormalBound, NormalUnionBound, b_normal_union
-from .control_variates import TaylorControlVariate
+from .control_variates import ArmControlVariates, TaylorControlVariate
 from .lil_ucb import LIL_UCB_SETTINGS, LilUCBBound, lil_ucb
 from .race import VARIANCES, RaceResult, run_race
 from .unequal import FIRST_BATCH as UNEQUAL_FIRST_BATCH
@@ -95,15 +95,15 @@ def _core(key, rewards, arm_offset, bound_param, ranges, control_variate, *, rew
     if control_variate is not None:
         cv = control_variate
         h_mean = cv.mean()
-        n_exact = cv.bins.exact_indices.shape[0]
+        n_exact = cv.exact_indices.shape[0]
         n_race = n_total - n_exact
         base_block, base_pair = block_fn, pair_fn
         if n_exact > 0:
-            exact_rewards = base_block(cv.bins.exact_indices)
+            exact_rewards = base_block(cv.exact_indices)
             exact_ok = jnp.all(jnp.isfinite(exact_rewards))
             exact_sum = jnp.sum(jnp.where(exact_ok, exact_rewards, 0.0), axis=1)
             offsets = (arm_offset * n_total + exact_sum) / n_race
-            index_map = cv.bins.raced_indices
+            index_map = cv.raced_indices
             extra_evals = jnp.array(n_exact * n_arms, jnp.int32)
 
         def block_fn(idx):
@@ -400,18 +400,19 @@ def best_arm(
 
     n_race = n_total
     if control_variate is not None:
-        if not isinstance(control_variate, TaylorControlVariate):
-            raise TypeError("control_variate must be a TaylorControlVariate (see taylor_control_variate)")
+        if not isinstance(control_variate, (TaylorControlVariate, ArmControlVariates)):
+            raise TypeError("control_variate must be a TaylorControlVariate (see taylor_control_variate) or "
+                            "ArmControlVariates (see linear_feature_proxy)")
         if control_variate.num_arms != n_arms:
             raise ValueError(
                 f"control_variate has {control_variate.num_arms} arms, rewards have {n_arms}"
             )
-        if control_variate.bins.data.shape[0] != n_total:
+        if control_variate.size != n_total:
             raise ValueError(
-                f"control_variate was built on {control_variate.bins.data.shape[0]} data points, "
+                f"control_variate was built on {control_variate.size} data points, "
                 f"rewards have N={n_total}"
             )
-        n_race = n_total - control_variate.bins.exact_indices.shape[0]
+        n_race = n_total - control_variate.exact_indices.shape[0]
 
     # --- first batch and schedule -------------------------------------------------
     if bound.default_first_batch is None:  # lil'UCB, exact: no schedule

@@ -30,7 +30,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["DataBins", "make_data_bins", "TaylorControlVariate", "taylor_control_variate"]
+__all__ = ["ArmControlVariates", "DataBins", "LinearFeatureProxy", "make_data_bins", "TaylorControlVariate",
+           "linear_feature_proxy", "taylor_control_variate"]
 
 
 class DataBins(NamedTuple):
@@ -184,6 +185,18 @@ class TaylorControlVariate(NamedTuple):
     def num_arms(self) -> int:
         return self.value.shape[1]
 
+    @property
+    def size(self) -> int:
+        return int(self.bins.data.shape[0])
+
+    @property
+    def raced_indices(self) -> jax.Array:
+        return self.bins.raced_indices
+
+    @property
+    def exact_indices(self) -> jax.Array:
+        return self.bins.exact_indices
+
     def _reference_features(self) -> jax.Array:
         return (jnp.einsum("dqp,kp->kdq", self.feature_matrix, self.bins.reference)
                 + self.feature_shift[None])
@@ -266,3 +279,209 @@ def taylor_control_variate(
 
     value, grad, hess = jax.vmap(per_bin)(zref)
     return cv._replace(value=value, grad=grad, hess=hess)
+
+
+# ----------------------------------------------------------------- linear-feature proxies
+
+
+class LinearFeatureProxy(NamedTuple):
+    r"""A per-datum Taylor proxy in *linear features* (Bardenet et al.'s proxies, summed as in Eq. 11).
+
+    Many likelihoods see their parameters only through a few linear features of the datum:
+    ``l_n(theta) = phi(z_n, w_n)`` with ``z_n = A(theta) x_n`` (``A`` a ``[p', p]`` matrix,
+    ``x_n`` the datum's covariates, with a constant column for intercepts and scale
+    parameters, ``w_n`` what the features do not mix, e.g. the response): a GLM's linear
+    predictor, or the ARCH model's ``z_t = (alpha_0 + alpha^T r^2_{t-q:t-1}, nu)`` (App. C.2).
+    Around a reference ``A*`` (the MAP) the proxy is the Taylor polynomial of ``phi`` in ``z``
+    at each datum's own ``z*_n = A* x_n``,
+
+    .. math::
+
+        h_n(A) = \sum_{k \le K} \frac{1}{k!} D^k\phi(z^*_n, w_n)[\Delta A\, x_n]^{\otimes k},
+        \qquad \Delta A = A - A^*,
+
+    so ``l_n - h_n = O(|Delta A x_n|^{K+1})`` per datum, and its population sum needs only
+    moments of the covariates weighted by the derivatives, precomputed once in O(N (p' p)^K):
+
+    .. math::
+
+        \sum_n h_n(A) = \sum_n \phi^*_n + \langle M_1, \Delta A\rangle
+            + \tfrac12 \langle M_2, \Delta A^{\otimes 2}\rangle + \tfrac16 \langle M_3, \Delta A^{\otimes 3}\rangle,
+        \quad M_k = \sum_n D^k\phi_n \otimes x_n^{\otimes k}.
+
+    Unlike the parameter-space proxy (:mod:`subsample_mcmc.kernels.proxy`), a datum's proxy
+    costs O(p' p) (no derivative of the model at the datum: the coefficients ``D^k phi_n`` are
+    stored), and the expansion is in the features, where the likelihood is smooth even when
+    the parameters are constrained.  Sums run over the raced points (``raced_indices`` of
+    :func:`linear_feature_proxy`).
+
+    Attributes:
+        covariates: ``[N, p]``.
+        reference: ``[p', p]``, ``A*``.
+        value, d1, d2, d3: ``[N]``, ``[N, p']``, ``[N, p', p']``, ``[N, p', p', p']`` (zero for order 2).
+        total: ``sum_n phi*_n``; m1 ``[p', p]``, m2 ``[p', p, p', p]``, m3 ``[p', p, p', p, p', p]``
+            (``None`` for order 2): moments over the raced points.
+    """
+
+    covariates: jax.Array
+    reference: jax.Array
+    value: jax.Array
+    d1: jax.Array
+    d2: jax.Array
+    d3: jax.Array
+    total: jax.Array
+    m1: jax.Array
+    m2: jax.Array
+    m3: Optional[jax.Array]
+
+    def values(self, matrix: jax.Array, indices: jax.Array) -> jax.Array:
+        """``h_n(A)`` at the data points ``indices``: ``[len(indices)]``."""
+        x = self.covariates[indices]
+        dz = x @ (matrix - self.reference).T.astype(x.dtype)  # [m, p']
+        h = (self.value[indices] + jnp.einsum("ma,ma->m", self.d1[indices], dz)
+             + 0.5 * jnp.einsum("ma,mab,mb->m", dz, self.d2[indices], dz))
+        if self.m3 is not None:
+            h = h + jnp.einsum("ma,mb,mc,mabc->m", dz, dz, dz, self.d3[indices]) / 6.0
+        return h
+
+    def restricted(self, raced_indices) -> "LinearFeatureProxy":
+        """The same proxy with its sums over the points ``raced_indices`` only (host-side, O(N (p' p)^K))."""
+        raced = np.asarray(raced_indices)
+        x = np.asarray(self.covariates, np.float64)[raced]
+        d = [np.asarray(v, np.float64)[raced] for v in (self.d1, self.d2, self.d3)]
+        f = self.d1.dtype
+        m3 = None if self.m3 is None else jnp.asarray(_weighted_moments(d[2], x, 3), f)
+        return self._replace(total=jnp.asarray(np.asarray(self.value, np.float64)[raced].sum(), f),
+                             m1=jnp.asarray(_weighted_moments(d[0], x, 1), f),
+                             m2=jnp.asarray(_weighted_moments(d[1], x, 2), f), m3=m3)
+
+    def total_sum(self, matrix: jax.Array) -> jax.Array:
+        """``sum_n h_n(A)`` over the raced points."""
+        da = (matrix - self.reference).astype(self.m1.dtype)
+        s = self.total + jnp.sum(self.m1 * da) + 0.5 * jnp.einsum("aibj,ai,bj->", self.m2, da, da)
+        if self.m3 is not None:
+            s = s + jnp.einsum("aibjck,ai,bj,ck->", self.m3, da, da, da) / 6.0
+        return s
+
+
+def _weighted_moments(w: np.ndarray, x: np.ndarray, order: int) -> np.ndarray:
+    """``sum_n w_n[a..] x_n[i] ..`` as ``[p', p, p', p, ..]`` (``order`` feature indices), by BLAS over
+    chunks of rows (the outer powers of ``x`` take at most ~2^22 numbers at a time: ``[N, p^3]`` at once
+    would be gigabytes for ARCH(30))."""
+    n, p = x.shape
+    pf = w.shape[1] if w.ndim > 1 else 1
+    w = w.reshape(n, -1)  # [n, p'^order]
+    m = np.zeros((w.shape[1], p ** order))
+    chunk = max(1, (1 << 22) // p ** order)
+    for s in range(0, n, chunk):
+        xs = x[s:s + chunk]
+        xk = xs
+        for _ in range(order - 1):  # outer powers of x: [chunk, p^order]
+            xk = (xk[:, :, None] * xs[:, None, :]).reshape(xs.shape[0], -1)
+        m += w[s:s + chunk].T @ xk
+    m = m.reshape((pf,) * order + (p,) * order)
+    perm = [v for k in range(order) for v in (k, order + k)]
+    return m.transpose(perm)
+
+
+def linear_feature_proxy(
+    log_likelihood_fn: Callable,
+    reference_matrix,
+    covariates,
+    response=None,
+    *,
+    order: int = 3,
+    raced_indices=None,
+    chunk_size: int = 4096,
+) -> LinearFeatureProxy:
+    """Build :class:`LinearFeatureProxy` at ``A* = reference_matrix`` (once, O(N (p' p)^order)).
+
+    Args:
+        log_likelihood_fn: ``(z [p'], w) -> log p(datum)``, ``w`` a row of ``response``
+            (``None`` when not given).
+        reference_matrix: ``A*`` ``[p', p]``.
+        covariates: ``[N, p]`` ``x_n``.
+        response: ``[N]`` or ``[N, k]`` rows ``w_n``, or ``None``.
+        order: 2 or 3, the Taylor order in the features.
+        raced_indices: the points the moments sum over (default all).
+        chunk_size: points per vectorised derivative evaluation.
+
+    Example:
+        >>> import numpy as np, jax.numpy as jnp
+        >>> x = np.c_[np.ones(500), np.random.default_rng(0).normal(size=500)]
+        >>> y = (x[:, 1] > 0).astype(float)
+        >>> ll = lambda z, w: w * z[0] - jnp.logaddexp(0.0, z[0])   # logistic, z = beta^T x
+        >>> prox = linear_feature_proxy(ll, np.array([[0.0, 1.0]]), x, y)
+        >>> a = jnp.array([[0.1, 1.2]])
+        >>> exact = float(sum(ll(jnp.asarray(a @ xi), yi) for xi, yi in zip(x, y)))
+        >>> abs(float(prox.total_sum(a)) - exact) < 0.05
+        True
+    """
+    if order not in (2, 3):
+        raise ValueError(f"order must be 2 or 3, got {order!r}")
+    x = np.asarray(covariates, np.float64)
+    if x.ndim != 2:
+        raise ValueError(f"covariates must have shape [N, p], got {x.shape}")
+    n, p = x.shape
+    a_ref = np.asarray(reference_matrix, np.float64)
+    if a_ref.ndim != 2 or a_ref.shape[1] != p:
+        raise ValueError(f"reference_matrix must have shape [p', {p}], got {a_ref.shape}")
+    w = np.zeros((n, 0)) if response is None else np.asarray(response, np.float64)
+    if w.shape[0] != n:
+        raise ValueError(f"response must have {n} rows like covariates, got {w.shape[0]}")
+    if not (np.all(np.isfinite(x)) and np.all(np.isfinite(w))):
+        raise ValueError("covariates and response must be finite")
+    has_w = response is not None
+
+    def phi(z, wi):
+        return log_likelihood_fn(z, wi if has_w else None)
+
+    def derivs(z, wi):
+        d1 = jax.grad(phi)(z, wi)
+        d2 = jax.hessian(phi)(z, wi)
+        d3 = jax.jacfwd(jax.hessian(phi))(z, wi) if order == 3 else jnp.zeros(z.shape * 3, z.dtype)
+        return phi(z, wi), d1, d2, d3
+
+    dtype = jnp.result_type(float)
+    fn = jax.jit(jax.vmap(derivs))
+    z_ref = x @ a_ref.T
+    parts = [fn(jnp.asarray(z_ref[s:s + chunk_size], dtype), jnp.asarray(w[s:s + chunk_size], dtype))
+             for s in range(0, n, chunk_size)]
+    value, d1, d2, d3 = (np.concatenate([np.asarray(pt[k], np.float64) for pt in parts]) for k in range(4))
+    if not all(np.all(np.isfinite(v)) for v in (value, d1, d2, d3)):
+        bad = int(np.argmax(~np.isfinite(value) | ~np.all(np.isfinite(d1), axis=1)))
+        raise ValueError(f"the log-likelihood or its derivatives in the features are not finite at the "
+                         f"reference, data point {bad}: the reference must be a point of positive likelihood")
+    f = dtype
+    proxy = LinearFeatureProxy(
+        covariates=jnp.asarray(x, f), reference=jnp.asarray(a_ref, f), value=jnp.asarray(value, f),
+        d1=jnp.asarray(d1, f), d2=jnp.asarray(d2, f), d3=jnp.asarray(d3, f), total=None, m1=None, m2=None,
+        m3=None if order == 2 else ())
+    return proxy.restricted(np.arange(n) if raced_indices is None else raced_indices)
+
+
+class ArmControlVariates(NamedTuple):
+    """Per-arm :class:`LinearFeatureProxy` control variates for one race, each at its arm's
+    current feature matrix ``A_i``; the arms share the split into raced and exactly-read points.
+    The race reads ``l_{i,n} - h_{i,n}(A_i) + E_n[h_{i,n}(A_i)]`` (Eq. 11's form).
+    """
+
+    proxies: tuple
+    matrices: tuple
+    raced_indices: jax.Array
+    exact_indices: jax.Array
+
+    @property
+    def num_arms(self) -> int:
+        return len(self.proxies)
+
+    @property
+    def size(self) -> int:
+        return int(self.proxies[0].covariates.shape[0])
+
+    def mean(self) -> jax.Array:
+        n = self.raced_indices.shape[0]
+        return jnp.stack([p.total_sum(a) for p, a in zip(self.proxies, self.matrices)]) / n
+
+    def values(self, indices: jax.Array) -> jax.Array:
+        return jnp.stack([p.values(a, indices) for p, a in zip(self.proxies, self.matrices)])
