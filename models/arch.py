@@ -441,7 +441,8 @@ def arch_models(orders: Sequence[int] = DEFAULT_ORDERS) -> dict:
 def arch_control_variates(y, orders: Sequence[int] = DEFAULT_ORDERS, *, exact_fraction: float = 0.01) -> dict:
     r"""``{"arch<q>": LinearFeatureControlVariate}`` for :func:`arch_models` on the rows ``y`` of
     :func:`lag_matrix`: the model race's control variate of App. C.2 in the features
-    ``z_t = (alpha_0 + alpha^T r^2_{t-q:t-1}, nu)``, linear in ``x_t = (1, r^2_{t-1}, .., r^2_{t-Q})``,
+    ``z_t = (alpha_0 + alpha^T r^2_{t-q:t-1}, nu)``, linear in ``x_t = (1, r^2_{t-1}, .., r^2_{t-q})``
+    (each order its own lags: the third-order moments cost O(N (q + 1)^3) at init),
     with ``log p(r_t | z_t) = log t_nu(r_t; 0, sigma^2 = z_{t,0})``.
 
     Pass it as ``ModelSelection(arch_models(orders), control_variate=arch_control_variates(y, orders))``.
@@ -453,18 +454,19 @@ def arch_control_variates(y, orders: Sequence[int] = DEFAULT_ORDERS, *, exact_fr
     q_max = y.shape[1] - 1
     if max(orders) > q_max:
         raise ValueError(f"the rows of y hold {q_max} lags; the orders {orders} need {max(orders)}")
-    covariates = np.concatenate([np.ones((y.shape[0], 1)), y[:, 1:]], axis=1)
 
     def features(q):
         def fn(values):
-            row0 = jnp.concatenate([jnp.reshape(values["alpha0"], (1,)), jnp.reshape(values["alpha"], (q,)),
-                                    jnp.zeros(q_max - q, jnp.result_type(values["alpha"]))])
-            row1 = jnp.zeros(q_max + 1, row0.dtype).at[0].set(values["nu"])
+            row0 = jnp.concatenate([jnp.reshape(values["alpha0"], (1,)), jnp.reshape(values["alpha"], (q,))])
+            row1 = jnp.zeros(q + 1, row0.dtype).at[0].set(values["nu"])
             return jnp.stack([row0, row1])
         return fn
 
     def log_lik(z, r):
         return student_t_logpdf(r, z[0], z[1])
 
-    return {f"arch{q}": LinearFeatureControlVariate(features(q), log_lik, covariates, y[:, 0],
+    def covariates(q):
+        return np.concatenate([np.ones((y.shape[0], 1)), y[:, 1:q + 1]], axis=1)
+
+    return {f"arch{q}": LinearFeatureControlVariate(features(q), log_lik, covariates(q), y[:, 0],
                                                     exact_fraction=exact_fraction) for q in orders}

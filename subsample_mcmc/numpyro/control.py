@@ -70,17 +70,11 @@ class DataSpaceControlVariate:
 
     def check(self, model_log_likelihood, values, name: str = "control_variate") -> None:
         """Raise if ``datum_log_likelihood_fn`` disagrees with the model on a few data points."""
-        idx = jnp.unique(jnp.linspace(0, self.size - 1, 8).astype(jnp.int32))
-        ours = jax.vmap(lambda y: self.datum_log_likelihood_fn(values, y))(self.bins.data[idx])
-        model = model_log_likelihood(values, idx)
-        ours, model = np.asarray(ours, np.float64), np.asarray(model, np.float64)
-        bad = ~np.isclose(ours, model, rtol=1e-3, atol=1e-3 * (1 + np.abs(model).max()))
-        if bad.any():
-            i = int(np.argmax(bad))
-            raise ValueError(
-                f"{name}.datum_log_likelihood_fn disagrees with the model at data index {int(idx[i])}: "
-                f"{ours[i]:.6g} vs {model[i]:.6g}; it must return log p(data[n] | values) for datum n"
-            )
+        _check_against_model(
+            lambda idx: jax.vmap(lambda y: self.datum_log_likelihood_fn(values, y))(self.bins.data[idx]),
+            lambda idx: model_log_likelihood(values, idx), self.size,
+            f"{name}.datum_log_likelihood_fn disagrees with the model",
+            "it must return log p(data[n] | values) for datum n")
 
 
 class LinearFeatureControlVariate:
@@ -159,21 +153,29 @@ class LinearFeatureControlVariate:
             return jax.vmap(lambda zi: self.log_likelihood_fn(zi, None))(z)
         return jax.vmap(self.log_likelihood_fn)(z, w)
 
-    def proxy(self, values, raced_indices=None):
-        """The :class:`~subsample_mcmc.racing.LinearFeatureProxy` at ``values`` (the reference)."""
+    def proxy(self, values, raced_indices=None, sums: bool = True):
+        """The :class:`~subsample_mcmc.racing.LinearFeatureProxy` at ``values`` (the reference); with
+        ``sums=False`` its per-datum values only (``LinearFeatureProxy.restricted`` adds the sums)."""
         return linear_feature_proxy(self.log_likelihood_fn, np.asarray(self.matrix(values)),
                                     np.asarray(self.covariates), None if self.response is None else
-                                    np.asarray(self.response), order=self.order, raced_indices=raced_indices)
+                                    np.asarray(self.response), order=self.order, raced_indices=raced_indices,
+                                    sums=sums)
 
     def check(self, model_log_likelihood, values, name: str = "control_variate") -> None:
         """Raise if the features' log-likelihood disagrees with the model on a few data points."""
-        idx = jnp.unique(jnp.linspace(0, self.size - 1, 8).astype(jnp.int32))
-        ours = np.asarray(self.log_likelihood_points(self.matrix(values), idx), np.float64)
-        model = np.asarray(model_log_likelihood(values, idx), np.float64)
-        bad = ~np.isclose(ours, model, rtol=1e-3, atol=1e-3 * (1 + np.abs(model).max()))
-        if bad.any():
-            i = int(np.argmax(bad))
-            raise ValueError(
-                f"{name}: log_likelihood_fn(features_fn(values) @ covariates[n], response[n]) disagrees with the "
-                f"model at data index {int(idx[i])}: {ours[i]:.6g} vs {model[i]:.6g}; covariates and response must "
-                "be the rows of the model's data plate, in its order")
+        a = self.matrix(values)
+        _check_against_model(
+            lambda idx: self.log_likelihood_points(a, idx), lambda idx: model_log_likelihood(values, idx), self.size,
+            f"{name}: log_likelihood_fn(features_fn(values) @ covariates[n], response[n]) disagrees with the model",
+            "covariates and response must be the rows of the model's data plate, in its order")
+
+
+def _check_against_model(ours_fn, model_fn, size: int, what: str, fix: str) -> None:
+    """Raise ``ValueError`` (``what``, the data index and values, ``fix``) where a control variate's
+    per-datum log-likelihood disagrees with the model's at 8 spread data indices."""
+    idx = jnp.unique(jnp.linspace(0, size - 1, 8).astype(jnp.int32))
+    ours, model = np.asarray(ours_fn(idx), np.float64), np.asarray(model_fn(idx), np.float64)
+    bad = ~np.isclose(ours, model, rtol=1e-3, atol=1e-3 * (1 + np.abs(model).max()))
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(f"{what} at data index {int(idx[i])}: {ours[i]:.6g} vs {model[i]:.6g}; {fix}")

@@ -413,7 +413,7 @@ class ModelSelection(MCMCKernel):
             values = ms.constrain(unravel(first(st.center)))
             cv.check(lambda v, idx, ms=ms: ms.log_likelihood(v, idx, model_args, model_kwargs), values,
                      name=f"control_variate[{name!r}]")
-            proxy = cv.proxy(values)
+            proxy = cv.proxy(values, sums=False)  # the sums once the raced points are known
             g0 = jax.tree.map(first, g)
 
             @jax.jit

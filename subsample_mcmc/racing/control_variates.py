@@ -393,6 +393,7 @@ def linear_feature_proxy(
     order: int = 3,
     raced_indices=None,
     chunk_size: int = 4096,
+    sums: bool = True,
 ) -> LinearFeatureProxy:
     """Build :class:`LinearFeatureProxy` at ``A* = reference_matrix`` (once, O(N (p' p)^order)).
 
@@ -405,6 +406,8 @@ def linear_feature_proxy(
         order: 2 or 3, the Taylor order in the features.
         raced_indices: the points the moments sum over (default all).
         chunk_size: points per vectorised derivative evaluation.
+        sums: ``False`` leaves the moments out (``total``, ``m1``, ``m2`` are ``None``):
+            :meth:`LinearFeatureProxy.restricted` computes them once the raced points are known.
 
     Example:
         >>> import numpy as np, jax.numpy as jnp
@@ -457,6 +460,8 @@ def linear_feature_proxy(
         covariates=jnp.asarray(x, f), reference=jnp.asarray(a_ref, f), value=jnp.asarray(value, f),
         d1=jnp.asarray(d1, f), d2=jnp.asarray(d2, f), d3=jnp.asarray(d3, f), total=None, m1=None, m2=None,
         m3=None if order == 2 else ())
+    if not sums:  # per-datum values only; ``restricted`` adds the sums once the raced points are known
+        return proxy
     return proxy.restricted(np.arange(n) if raced_indices is None else raced_indices)
 
 
