@@ -165,9 +165,12 @@ class ModelSelection(MCMCKernel):
             control variate becomes each model's Taylor proxy in its likelihood's linear features
             (:class:`~subsample_mcmc.numpyro.LinearFeatureControlVariate`; App. C.2's features of the
             ARCH model, or a GLM's linear predictor), built at ``init`` around each model's MAP, with
-            the few points of largest residual read exactly.  Its residuals are orders of magnitude
-            smaller than the default parameter-space proxies' and cost O(p' p) per point, so the race
-            can stop after a few hundred points where the default reads every point.
+            the few points of largest residual read exactly.  A datum's proxy costs O(p' p) (its
+            derivatives in the features are stored), against the parameter-space proxy's derivatives
+            of the model at every datum read.  It pays where the models' totals differ by more than
+            the residuals' spread: between balanced models whose totals differ by a few nats most
+            races still read to the last stage (ARCH orders on the DJIA), and the exact model draw is
+            then cheaper.
         data_plate: the data plate's name when a model has several candidates.
 
     Draws: ``mcmc.get_samples()`` has ``"model"`` (the index into ``kernel.names``) and
