@@ -19,7 +19,8 @@ from typing import Optional, Sequence
 import numpy as np
 
 from .arch import (
-    DEFAULT_ORDERS, DEFAULT_SERIES, SERIES, SHIPPED, ReturnSeries, arch_models, fit_laplace, load_returns, prepare,
+    DEFAULT_ORDERS, DEFAULT_SERIES, SERIES, SHIPPED, ReturnSeries, arch_control_variates, arch_models, fit_laplace,
+    load_returns, prepare,
     simulate_arch, validate_orders,
 )
 
@@ -109,8 +110,10 @@ def run_sampler(name: str, models: dict, y, *, pseudopriors: dict, num_warmup: i
 
     from subsample_mcmc import ModelSelection
 
+    racing = name == "racing"
+    cv = arch_control_variates(y, orders) if racing else None  # App. C.2's control variate for the model race
     kernel = ModelSelection(models, method=METHODS[name], delta=delta, pseudoprior=pseudopriors,
-                            check_decisions=check_decisions and name == "racing")
+                            check_decisions=check_decisions and racing, control_variate=cv)
     mcmc = MCMC(kernel, num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains,
                 chain_method="sequential", progress_bar=progress_bar)
     _release_compiled_programs()
