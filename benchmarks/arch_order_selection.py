@@ -10,8 +10,15 @@ point (every centred ``a_q`` within 1 nat of its frozen value for the rest of wa
 likelihood evaluations and seconds, a chain still moving in the last 5% of warmup counted as
 **censored** at the end of warmup (so its ratio is a bound, and it is reported, not dropped);
 total variation between the two posteriors over q with its Monte Carlo error; the racing
-model draws' error rate (``check_decisions``).  Ratios are summarised by their mean and standard
-error over seeds.
+model draws' error rate (``check_decisions``, every ``--check-every``-th raced draw re-drawn
+exactly).  Ratios are summarised by their mean and standard error over seeds.
+
+Seconds come two ways, both reported.  *End to end*: NumPyro's ``MCMC.warmup`` and ``MCMC.run``
+as a user calls them, which include compiling (or loading from JAX's persistent cache) each
+chain's program and the decision checks' full passes.  *Steady*: the seconds per sweep of the
+compiled step itself (``kernel.sample`` in a jitted ``fori_loop`` of ``--timed-sweeps`` sweeps from
+the chain's post-warmup state, checks off, compiled first and then timed), times the run's sweeps:
+what a longer run converges to.
 
     python benchmarks/arch_order_selection.py --data djia --seeds 3      # the issue's default series
     python benchmarks/arch_order_selection.py --data sp500 --seeds 2 --warmup 300 --samples 600   # quick
@@ -20,12 +27,14 @@ error over seeds.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import platform
 import time
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from subsample_mcmc import ModelSelection
@@ -44,6 +53,23 @@ def mean_se(values) -> dict:
             "n": int(v.size)}
 
 
+def steady_seconds_per_sweep(run, y, sweeps: int) -> dict:
+    """Seconds per sweep of ``run``'s compiled ``ModelSelection`` step, decision checks off: chain 0's
+    post-warmup state moved ``sweeps`` sweeps by one jitted ``fori_loop`` (compiled and run once,
+    then timed), once as a warmup sweep (``i = 0``: Wang-Landau on) and once as a sampling sweep."""
+    kernel = copy.copy(run.mcmc.sampler)
+    kernel.check_decisions = 0
+    state = jax.tree.map(lambda v: v[0], run.mcmc.post_warmup_state)  # chains ran one after another
+    loop = jax.jit(lambda s, data: jax.lax.fori_loop(0, sweeps, lambda _, t: kernel.sample(t, (data,), {}), s))
+    out = {}
+    for phase, st in (("warmup", state._replace(i=jnp.zeros_like(state.i))), ("sample", state)):
+        jax.block_until_ready(loop(st, y))  # compile (the second phase reuses the program)
+        t0 = time.perf_counter()
+        jax.block_until_ready(loop(st, y))
+        out[phase] = (time.perf_counter() - t0) / sweeps
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default="djia")
@@ -53,6 +79,8 @@ def main() -> None:
     ap.add_argument("--chains", type=int, default=2)
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--delta", type=float, default=0.05)
+    ap.add_argument("--check-every", type=int, default=10, help="re-draw every M-th raced model index exactly")
+    ap.add_argument("--timed-sweeps", type=int, default=200, help="sweeps timed for the steady seconds per sweep")
     args = ap.parse_args()
     enable_compilation_cache()  # as the CLI job: later chains and seeds load the compiled samplers
     orders = tuple(int(q) for q in args.orders.split(","))
@@ -70,8 +98,15 @@ def main() -> None:
         for name in ("racing", "exact"):
             runs[name] = run_sampler(name, models, y, pseudopriors=pseudopriors, num_warmup=args.warmup,
                                      num_samples=args.samples, num_chains=args.chains, seed=seed, delta=args.delta,
-                                     check_decisions=True, progress_bar=False, orders=orders)
+                                     check_decisions=args.check_every, progress_bar=False,
+                                     orders=orders)
         d = {m: diagnostics(r) for m, r in runs.items()}
+        for m, r in runs.items():  # the compiled step's own seconds, and the figures they give
+            steady = steady_seconds_per_sweep(r, y, args.timed_sweeps)
+            settle = d[m]["wang_landau_settle"]
+            d[m]["steady_seconds_per_sweep"] = steady
+            d[m]["ess_per_second_steady"] = d[m]["ess_q"] / (r.fields["num_likelihood_evals"].size * steady["sample"])
+            settle["seconds_steady"] = [n * steady["warmup"] for n in settle["sweeps"]]
         tv, tv_se = total_variation(runs["racing"], runs["exact"])
         wl = {m: d[m]["wang_landau_settle"] for m in runs}
         row = {
@@ -83,6 +118,7 @@ def main() -> None:
             "diagnostics": d,
             "ratio_ess_per_evaluation": d["racing"]["ess_per_million_evaluations"] / d["exact"]["ess_per_million_evaluations"],
             "ratio_ess_per_second": d["racing"]["ess_per_second"] / d["exact"]["ess_per_second"],
+            "ratio_ess_per_second_steady": d["racing"]["ess_per_second_steady"] / d["exact"]["ess_per_second_steady"],
             "ratio_evaluations_per_sweep": d["exact"]["likelihood_evaluations"] / d["racing"]["likelihood_evaluations"],
             # per chain: exact's settle cost over racing's (> 1: racing settles with fewer); censored flags kept
             "wang_landau": {
@@ -90,20 +126,27 @@ def main() -> None:
                                       zip(wl["exact"]["likelihood_evaluations"], wl["racing"]["likelihood_evaluations"])],
                 "seconds_ratio": [e / r if r > 0 else float("nan") for e, r in
                                   zip(wl["exact"]["seconds"], wl["racing"]["seconds"])],
+                "seconds_steady_ratio": [e / r if r > 0 else float("nan") for e, r in
+                                         zip(wl["exact"]["seconds_steady"], wl["racing"]["seconds_steady"])],
                 "censored": {m: wl[m]["censored"] for m in wl},
             },
         }
         rows.append(row)
         print(f"seed {seed}: ESS(q) racing {d['racing']['ess_q']:.0f} exact {d['exact']['ess_q']:.0f}; per evaluation "
               f"{row['ratio_ess_per_evaluation']:.2f}x, per second {row['ratio_ess_per_second']:.2f}x; TV {tv:.3f} ± {tv_se:.3f}; "
+              f"steady {row['ratio_ess_per_second_steady']:.2f}x; "
               f"WL settle evaluations ratio {row['wang_landau']['evaluations_ratio']} censored {row['wang_landau']['censored']}",
               flush=True)
     summary = {
         "ess_per_evaluation": mean_se(r["ratio_ess_per_evaluation"] for r in rows),
         "ess_per_second": mean_se(r["ratio_ess_per_second"] for r in rows),
+        "ess_per_second_steady": mean_se(r["ratio_ess_per_second_steady"] for r in rows),
+        "seconds_per_sweep_steady": {m: mean_se(r["diagnostics"][m]["steady_seconds_per_sweep"]["sample"] for r in rows)
+                                     for m in ("racing", "exact")},
         "fewer_evaluations_per_sweep": mean_se(r["ratio_evaluations_per_sweep"] for r in rows),
         "wang_landau_evaluations": mean_se(v for r in rows for v in r["wang_landau"]["evaluations_ratio"]),
         "wang_landau_seconds": mean_se(v for r in rows for v in r["wang_landau"]["seconds_ratio"]),
+        "wang_landau_seconds_steady": mean_se(v for r in rows for v in r["wang_landau"]["seconds_steady_ratio"]),
         "wang_landau_censored_chains": {m: int(sum(sum(r["wang_landau"]["censored"][m]) for r in rows))
                                         for m in ("racing", "exact")},
         "max_total_variation_z": float(max(r["total_variation"] / max(r["total_variation_se"], 1e-12) for r in rows)),
@@ -111,7 +154,8 @@ def main() -> None:
                             "decisions": sum(r["decision_error_rate"]["decisions"] for r in rows)},
     }
     result = {"command": f"python benchmarks/arch_order_selection.py --data {args.data} --orders {args.orders} "
-                         f"--warmup {args.warmup} --samples {args.samples} --chains {args.chains} --seeds {args.seeds}",
+                         f"--warmup {args.warmup} --samples {args.samples} --chains {args.chains} --seeds {args.seeds} "
+                         f"--check-every {args.check_every} --timed-sweeps {args.timed_sweeps}",
               "series": series.name, "num_terms": int(y.shape[0]), "orders": list(orders),
               "pseudoprior_choice": fitter.auto_choice, "pseudoprior_fit_seconds": fit_seconds,
               "machine": platform.platform(), "summary": summary, "seeds": rows}
@@ -121,14 +165,22 @@ def main() -> None:
     fmt = lambda m: f"{m['mean']:.2f} ± {m['se']:.2f} (n = {m['n']})"  # noqa: E731
     lines = [f"# ARCH order selection on {series.name} (N = {y.shape[0]:,}): racing vs exact ModelSelection", "",
              f"`{result['command']}`; {args.seeds} seeds x {args.chains} chains; ratios racing/exact, mean ± s.e. "
-             "over seeds (Wang-Landau: over chains). Seconds include compiling or loading each sampler "
-             "(JAX's persistent compilation cache is on; after the first seed the programs load from it).", "",
+             "over seeds (Wang-Landau: over chains). *Steady* seconds: the compiled step's seconds per sweep "
+             f"({args.timed_sweeps} sweeps timed after compiling, decision checks off) times the sweeps; "
+             "*end to end*: NumPyro's warmup and run as called, including compiling or loading each chain's "
+             "program (JAX's persistent compilation cache is on) and the decision checks' exact re-draws of "
+             f"every {args.check_every}th raced model index.", "",
              "| figure | racing vs exact |", "|---|---|",
              f"| ESS(q) per likelihood evaluation | {fmt(s['ess_per_evaluation'])} |",
-             f"| ESS(q) per second of sampling | {fmt(s['ess_per_second'])} |",
+             f"| ESS(q) per second, steady | {fmt(s['ess_per_second_steady'])} |",
+             f"| ESS(q) per second, end to end | {fmt(s['ess_per_second'])} |",
+             "| seconds per sweep, steady (racing / exact) | "
+             f"{s['seconds_per_sweep_steady']['racing']['mean'] * 1e3:.1f} / "
+             f"{s['seconds_per_sweep_steady']['exact']['mean'] * 1e3:.1f} ms |",
              f"| fewer likelihood evaluations per sweep | {fmt(s['fewer_evaluations_per_sweep'])} |",
              f"| fewer evaluations for Wang-Landau to settle within 1 nat | {fmt(s['wang_landau_evaluations'])} |",
-             f"| less warmup time for Wang-Landau to settle | {fmt(s['wang_landau_seconds'])} |",
+             f"| less warmup time for Wang-Landau to settle, steady | {fmt(s['wang_landau_seconds_steady'])} |",
+             f"| less warmup time for Wang-Landau to settle, end to end | {fmt(s['wang_landau_seconds'])} |",
              f"| chains censored (still moving at the end of warmup) | racing {s['wang_landau_censored_chains']['racing']}, "
              f"exact {s['wang_landau_censored_chains']['exact']} |",
              f"| largest TV / its Monte Carlo s.e. | {s['max_total_variation_z']:.2f} |",

@@ -101,7 +101,7 @@ class ArchRun:
 
 
 def run_sampler(name: str, models: dict, y, *, pseudopriors: dict, num_warmup: int, num_samples: int,
-                num_chains: int, seed: int, delta: float, check_decisions: bool, progress_bar: bool,
+                num_chains: int, seed: int, delta: float, check_decisions: int, progress_bar: bool,
                 orders: Sequence[int]) -> ArchRun:
     """Warmup (Wang-Landau on) then sampling of one ``ModelSelection`` (``METHODS[name]``) in NumPyro's
     ``MCMC`` on the given pseudopriors, timed apart; chains run one after another."""
@@ -113,7 +113,7 @@ def run_sampler(name: str, models: dict, y, *, pseudopriors: dict, num_warmup: i
     racing = name == "racing"
     cv = arch_control_variates(y, orders) if racing else None  # App. C.2's control variate for the model race
     kernel = ModelSelection(models, method=METHODS[name], delta=delta, pseudoprior=pseudopriors,
-                            check_decisions=check_decisions and racing, control_variate=cv)
+                            check_decisions=int(check_decisions) if racing else 0, control_variate=cv)
     mcmc = MCMC(kernel, num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains,
                 chain_method="sequential", progress_bar=progress_bar)
     _release_compiled_programs()
@@ -293,14 +293,15 @@ def make_figures(series: ReturnSeries, runs: dict, out_dir: str, *, max_lag: int
 
 def run_job(*, data: str = DEFAULT_SERIES, orders: Sequence[int] = DEFAULT_ORDERS, num_adapt: int = 500,
             num_samples: int = 1000, num_chains: int = 2, seed: int = 0, output: str = "arch-output",
-            delta: float = 0.05, pseudoprior: str = "auto", check_decisions: bool = True,
+            delta: float = 0.05, pseudoprior: str = "auto", check_decisions: int = 10,
             simulated_size: int = 100_000, simulated_order: int = 10, column: Optional[str] = None,
             kind: Optional[str] = None, bic: bool = True, progress_bar: bool = True, log=print) -> dict:
     """Run the racing and exact ``ModelSelection`` samplers on one series and write the outputs.
 
     ``num_adapt`` warmup sweeps per chain (Wang-Landau on), then ``num_samples`` with the adjusted
-    prior frozen; ``pseudoprior`` is ``ModelSelection``'s (fitted once, shared by both samplers).
-    Returns the summary written to ``summary.json``."""
+    prior frozen; ``pseudoprior`` is ``ModelSelection``'s (fitted once, shared by both samplers);
+    ``check_decisions``: the racing sampler re-draws every ``m``-th raced model index exactly for
+    the decision error rate (0: none).  Returns the summary written to ``summary.json``."""
     import jax
 
     from subsample_mcmc import ModelSelection

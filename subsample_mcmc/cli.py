@@ -73,7 +73,7 @@ def _arch(args: argparse.Namespace) -> int:
     try:
         run_job(data=args.data, orders=orders, num_adapt=args.num_adapt, num_samples=args.num_samples,
                 num_chains=args.chains, seed=args.seed, output=args.output, delta=args.delta,
-                pseudoprior=args.pseudoprior, check_decisions=not args.no_check,
+                pseudoprior=args.pseudoprior, check_decisions=0 if args.no_check else args.check_every,
                 simulated_size=args.simulated_size, simulated_order=args.simulated_order, column=args.column,
                 kind=args.kind, bic=not args.no_bic, progress_bar=not args.no_progress)
     except ModuleNotFoundError as err:
@@ -133,6 +133,9 @@ def main(argv=None) -> int:
     arch.add_argument("--simulated-order", type=int, default=10, help="true order for --data simulated")
     arch.add_argument("--column", default=None, help="CSV column holding the series")
     arch.add_argument("--kind", choices=("prices", "returns"), default=None, help="what the CSV column holds")
+    arch.add_argument("--check-every", type=int, default=10, metavar="M",
+                      help="re-draw every M-th sweep's raced model index exactly (the race's error rate; "
+                           "its full pass is timed, not counted); 1 checks every sweep")
     arch.add_argument("--no-check", action="store_true", help="do not re-draw the raced model indices exactly")
     arch.add_argument("--no-bic", action="store_true", help="skip the arch-package maximum-likelihood fits")
     arch.add_argument("--no-progress", action="store_true", help="hide progress bars")

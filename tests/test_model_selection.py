@@ -258,12 +258,21 @@ def test_linear_feature_control_variate_closed_form_and_checked_against_the_mode
                             check_decisions=True)
     mcmc = MCMC(kernel, num_warmup=200, num_samples=2500, progress_bar=False)
     mcmc.run(jax.random.PRNGKey(3), x, y, extra_fields=("num_likelihood_evals", "model_draw_checked",
-                                                         "model_draw_disagrees"))
+                                                         "model_draw_disagrees", "mh_race_stage"))
     assert_within_3_se(model_posterior(mcmc), exact)
     ef = mcmc.get_extra_fields()
     checked = int(np.asarray(ef["model_draw_checked"]).sum())
     errors = int(np.asarray(ef["model_draw_disagrees"]).sum())
     assert checked > 2000 and binom.sf(errors - 1, checked, kernel.race_options["delta"]) > 1e-3, (errors, checked)
+    # the MH races of the parameters use the same proxies: p(beta | y, d) is the conjugate posterior
+    for d in (2, 3):
+        draws = conditional_samples(mcmc, f"degree{d}")["beta"]
+        phi = pm.features(x, d)
+        a = phi.T @ phi + np.eye(d + 1)
+        mean, sd = np.linalg.solve(a, phi.T @ y), np.sqrt(np.diagonal(np.linalg.inv(a)))
+        assert np.all(np.abs(draws.mean(0) - mean) < 6 * sd / np.sqrt(len(draws) / 10)), (d, draws.mean(0), mean)
+        assert np.all(np.abs(draws.std(0) / sd - 1) < 0.25), (d, draws.std(0), sd)
+    assert np.mean(np.asarray(ef["mh_race_stage"]) == 1) > 0.5  # most MH races stop at their first batch
     wrong = _polynomial_control_variates(x, y, noise_scale=2.0)
     with pytest.raises(ValueError, match=r"control_variate\['degree1'\].*disagrees with the model at data index"):
         ModelSelection(pm.polynomial_models(DEGREES), control_variate=wrong).init(
@@ -396,3 +405,14 @@ def test_check_decisions_error_rate_within_delta_and_pseudopriors_reused():
         np.testing.assert_array_equal(np.asarray(g.mean), np.asarray(h.mean))
     with pytest.raises(ValueError, match="pseudoprior"):
         ModelSelection(pm.polynomial_models(DEGREES), pseudoprior={"degree1": given["degree1"]})
+    # check_decisions=m checks the draws of sweeps i with i % m == 0 only (a timed run's diagnostic)
+    every3 = ModelSelection(pm.polynomial_models(DEGREES), delta=delta, check_decisions=3, pseudoprior=given)
+    mcmc = MCMC(every3, num_warmup=20, num_samples=40, progress_bar=False)
+    mcmc.run(jax.random.PRNGKey(1), x, y, extra_fields=("model_draw_checked", "race_stage", "i"))
+    ef = mcmc.get_extra_fields()
+    sweep = np.asarray(ef["i"]) - 1  # the state's i after the sweep
+    raced = np.asarray(ef["race_stage"]) > 0
+    np.testing.assert_array_equal(np.asarray(ef["model_draw_checked"]), raced & (sweep % 3 == 0))
+    for bad in (0.5, -1, "yes"):
+        with pytest.raises(ValueError, match="check_decisions must be True, False or an integer"):
+            ModelSelection(pm.polynomial_models(DEGREES), check_decisions=bad)

@@ -32,7 +32,7 @@ from typing import Callable, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from ..racing import best_arm
+from ..racing import ArmControlVariates, best_arm
 from ..racing.race import RaceResult, _run_at_most_once
 from .gradients import gradient_estimator, random_batch
 from .laplace import log_density_sum
@@ -146,7 +146,11 @@ def build_kernel(
         :class:`~subsample_mcmc.kernels.proxy.TaylorProxy` (the race then reads the
         residuals ``l_n - h_n`` and the proxy's exact sum enters the MH ratio) and
         ``control_variate_fn`` an optional ``(x, x') -> TaylorControlVariate`` (the
-        data-space control variate of Eq. 11, passed to the race) and ``center`` the mean
+        data-space control variate of Eq. 11, passed to the race) or ``-> ArmControlVariates``
+        (feature-space proxies at ``x`` and ``x'`` with points read exactly: the race then reads
+        the raw log-likelihoods, the proxy serving only the gradient estimate and the
+        centre; each raced point costs both arms' log-likelihood and proxy, each exact point
+        their log-likelihoods) and ``center`` the mean
         of the Gaussian a centred proposal (:func:`~subsample_mcmc.kernels.proposals.crank_nicolson`)
         moves around (default: the proxy's reference point).
 
@@ -181,7 +185,12 @@ def build_kernel(
         if exact:
             return _exact_accept(key_accept, state, new, log_fwd, log_bwd, log_prior_fn, log_likelihood_fn, n,
                                  grad_evals * gradient_point_cost, chunk_size)
-        if proxy is None:
+        options = dict(race_options, method=method)
+        cv = None if control_variate_fn is None else control_variate_fn(position, new)
+        if cv is not None:
+            options["control_variate"] = cv
+        by_features = isinstance(cv, ArmControlVariates)
+        if proxy is None or by_features:  # a feature-space control variate replaces the proxy in the race
             residual, known = log_likelihood_fn, log_prior_fn
         else:
             residual = proxy_residual(log_likelihood_fn, proxy)
@@ -193,15 +202,15 @@ def build_kernel(
             return jnp.stack([residual(position, idx), residual(new, idx)])
 
         lp_cur, lp_new = known(position), known(new)
-        options = dict(race_options, method=method)
-        if control_variate_fn is not None:
-            options["control_variate"] = control_variate_fn(position, new)
         accept, race = racing_mh_accept(key_accept, both, n, lp_cur, lp_new, log_fwd, log_bwd, **options)
         accept = accept & jnp.isfinite(lp_new)
+        if by_features:  # both arms' log-likelihoods at every point computed, their proxies at the raced ones
+            points = 2.0 * (2 * race.num_points_computed - cv.exact_indices.shape[0])
+        else:
+            points = 2.0 * race.num_points_computed * point_cost
         info = MHInfo(
             accepted=accept,
-            num_likelihood_evals=jnp.round(2.0 * race.num_points_computed * point_cost
-                                           + grad_evals * gradient_point_cost).astype(jnp.int32),
+            num_likelihood_evals=jnp.round(points + grad_evals * gradient_point_cost).astype(jnp.int32),
             race_stage=race.num_stages,
             log_accept_ratio_prior=lp_new + log_bwd - lp_cur - log_fwd,
             nonfinite=race.nonfinite,

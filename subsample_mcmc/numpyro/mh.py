@@ -889,7 +889,9 @@ class RacingMH(MCMCKernel):
             return jax.vmap(self._sample_one, in_axes=(0, None, None))(state, model_args, model_kwargs)
         return self._sample_one(state, model_args, model_kwargs)
 
-    def _sample_one(self, state, model_args, model_kwargs):
+    def _sample_one(self, state, model_args, model_kwargs, control_variate_fn=None):
+        """One step of one chain; ``control_variate_fn`` (``(x, x') -> ArmControlVariates``, given by
+        :class:`~subsample_mcmc.ModelSelection`'s ``control_variate``) replaces the race's control variate."""
         ms = self._subsampler
         if self._unravel is None:
             self._unravel = ravel_pytree(state.z)[1]
@@ -909,7 +911,8 @@ class RacingMH(MCMCKernel):
         exact_step = mh_kernel.build_kernel(**dict(kernel_options, method="exact"))
 
         def race(_):
-            new, info = race_step(key_step, mh_kernel.init(flat), control_variate_fn=self._data_cv_fn(), **call)
+            cv_fn = self._data_cv_fn() if control_variate_fn is None else control_variate_fn
+            new, info = race_step(key_step, mh_kernel.init(flat), control_variate_fn=cv_fn, **call)
             return new.position, new.log_likelihood_sum, info
 
         def exact(_):

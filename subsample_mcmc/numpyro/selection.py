@@ -154,11 +154,14 @@ class ModelSelection(MCMCKernel):
             chain 0's); to fit once, ``init`` a kernel yourself and pass its
             :meth:`pseudopriors` (as the ARCH job does).
         pilot_draws: draws of each NUTS pilot (``pseudoprior="copula"``; half as many warmup).
-        check_decisions: re-draw every raced model index exactly with the same Gumbel noise
-            (a full-data pass per sweep, not counted in ``num_likelihood_evals``) and record in
-            the extra fields ``model_draw_checked`` and ``model_draw_disagrees`` whether the
+        check_decisions: re-draw raced model indices exactly with the same Gumbel noise (a
+            full-data pass over every model, not counted in ``num_likelihood_evals``) and record
+            in the extra fields ``model_draw_checked`` and ``model_draw_disagrees`` whether the
             race chose another model: the race's decision error rate, which Prop. 1 bounds by
-            ``delta``.
+            ``delta``.  ``True`` checks every sweep's draw; an integer ``m >= 1`` checks every
+            ``m``-th sweep's (sweeps ``i`` with ``i % m == 0``), so that a timed run pays the
+            diagnostic's full pass on ``1/m`` of its sweeps only (under ``chain_method="vectorized"``
+            the pass runs on every sweep, masked).
         mh_options: further keyword arguments of each model's :class:`RacingMH` (e.g.
             ``num_restarts``, ``proposal``).
         control_variate: ``{name: LinearFeatureControlVariate}`` for every model: the model race's
@@ -206,7 +209,7 @@ class ModelSelection(MCMCKernel):
     def __init__(self, models: Union[Sequence, dict], *, prior=None, method: str = "normal", delta: float = 0.05,
                  first_batch: int = 50, variance: str = "pairwise", wang_landau: bool = True,
                  initial_adjustment: str = "laplace", pseudoprior: Union[str, dict] = "auto",
-                 pilot_draws: int = 1000, check_decisions: bool = False, mh_options: Optional[dict] = None,
+                 pilot_draws: int = 1000, check_decisions: Union[bool, int] = False, mh_options: Optional[dict] = None,
                  control_variate: Optional[dict] = None, data_plate: Optional[str] = None):
         self.names, self._models = _names(models)
         k = len(self._models)
@@ -238,7 +241,13 @@ class ModelSelection(MCMCKernel):
         if int(pilot_draws) != pilot_draws or pilot_draws < 50:
             raise ValueError(f"pilot_draws must be an integer >= 50, got {pilot_draws!r}")
         self.pseudoprior_kind, self.pilot_draws = pseudoprior, int(pilot_draws)
-        self.check_decisions = bool(check_decisions)
+        if isinstance(check_decisions, (bool, np.bool_)):
+            check_decisions = int(bool(check_decisions))
+        elif not (isinstance(check_decisions, (int, np.integer)) and check_decisions >= 1):
+            raise ValueError(f"check_decisions must be True, False or an integer m >= 1 (check every m-th "
+                             f"sweep's model draw), got {check_decisions!r}")
+        #: 0: off; m >= 1: the model draws of sweeps i with i % m == 0 are re-drawn exactly
+        self.check_decisions = int(check_decisions)
         if control_variate is not None:
             if (not isinstance(control_variate, dict) or set(control_variate) != set(self.names)
                     or not all(isinstance(c, LinearFeatureControlVariate) for c in control_variate.values())):
@@ -534,9 +543,19 @@ class ModelSelection(MCMCKernel):
 
         # 2. the selected model's parameters by one RacingMH step (a real branch, except under vmap)
         def move(j):
+            cv_fn = None
+            if self.control_variates is not None and self.race_options["method"] != "exact":
+                cv, constrain, unravel = (self.control_variates[self.names[j]], kernels[j]._subsampler.constrain,
+                                          self._unravels[j])
+
+                def cv_fn(x, x_new):  # the model race's feature proxy of model j, at both arms
+                    return ArmControlVariates((state.feature_proxies[j],) * 2,
+                                              tuple(cv.matrix(constrain(unravel(v))) for v in (x, x_new)),
+                                              state.raced_indices, state.exact_indices)
+
             def fn(states):
                 states = list(states)
-                states[j] = kernels[j]._sample_one(states[j], model_args, model_kwargs)
+                states[j] = kernels[j]._sample_one(states[j], model_args, model_kwargs, control_variate_fn=cv_fn)
                 return tuple(states)
             return fn
 
@@ -593,7 +612,8 @@ class ModelSelection(MCMCKernel):
         if not exact and (use_proxy or self.control_variates is not None):
             # never more than exact: from warmup's decision on the chain draws k exactly when the race cost more
             value, cost, stages = jax.lax.cond(state.exact_model_draw, by_exact, by_race, None)
-            checked = jnp.asarray(self.check_decisions) & ~state.exact_model_draw
+            checked = (jnp.asarray(self.check_decisions > 0) & ~state.exact_model_draw
+                       & (state.i % max(self.check_decisions, 1) == 0))
             if self.check_decisions:  # a diagnostic: its full pass is not counted in num_likelihood_evals
                 exact_value = jax.lax.cond(checked, lambda _: by_exact(None)[0], lambda _: value, None)
                 disagrees = checked & (jnp.where(exact_value >= 0, exact_value, k) != jnp.where(value >= 0, value, k))
