@@ -159,7 +159,7 @@ class ModelSelection(MCMCKernel):
             in the extra fields ``model_draw_checked`` and ``model_draw_disagrees`` whether the
             race chose another model: the race's decision error rate, which Prop. 1 bounds by
             ``delta``.  ``True`` checks every sweep's draw; an integer ``m >= 1`` checks every
-            ``m``-th sweep's (sweeps ``i`` with ``i % m == 0``), so that a timed run pays the
+            ``m``-th sweep's (sweeps ``i`` with ``i % m == 0``; 0 is False), so that a timed run pays the
             diagnostic's full pass on ``1/m`` of its sweeps only (under ``chain_method="vectorized"``
             the pass runs on every sweep, masked).
         mh_options: further keyword arguments of each model's :class:`RacingMH` (e.g.
@@ -168,7 +168,9 @@ class ModelSelection(MCMCKernel):
             control variate becomes each model's Taylor proxy in its likelihood's linear features
             (:class:`~subsample_mcmc.numpyro.LinearFeatureControlVariate`; App. C.2's features of the
             ARCH model, or a GLM's linear predictor), built at ``init`` around each model's MAP, with
-            the few points of largest residual read exactly.  A datum's proxy costs O(p' p) (its
+            the few points of largest residual read exactly.  The selected model's MH race uses the
+            same proxy at its two arms ``x`` and ``x'`` (and the same points read exactly) in place
+            of :class:`RacingMH`'s parameter-space Taylor proxy.  A datum's proxy costs O(p' p) (its
             derivatives in the features are stored), against the parameter-space proxy's derivatives
             of the model at every datum read.  Between balanced models whose totals differ by a few
             nats the race stops early only when the heavy-tailed points are read exactly: on ARCH
@@ -243,9 +245,9 @@ class ModelSelection(MCMCKernel):
         self.pseudoprior_kind, self.pilot_draws = pseudoprior, int(pilot_draws)
         if isinstance(check_decisions, (bool, np.bool_)):
             check_decisions = int(bool(check_decisions))
-        elif not (isinstance(check_decisions, (int, np.integer)) and check_decisions >= 1):
-            raise ValueError(f"check_decisions must be True, False or an integer m >= 1 (check every m-th "
-                             f"sweep's model draw), got {check_decisions!r}")
+        elif not (isinstance(check_decisions, (int, np.integer)) and check_decisions >= 0):
+            raise ValueError(f"check_decisions must be True, False or an integer m >= 0 (check every m-th "
+                             f"sweep's model draw; 0: none), got {check_decisions!r}")
         #: 0: off; m >= 1: the model draws of sweeps i with i % m == 0 are re-drawn exactly
         self.check_decisions = int(check_decisions)
         if control_variate is not None:
