@@ -17,8 +17,8 @@ Seconds come two ways, both reported.  *End to end*: NumPyro's ``MCMC.warmup`` a
 as a user calls them, which include compiling (or loading from JAX's persistent cache) each
 chain's program and the decision checks' full passes.  *Steady*: the seconds per sweep of the
 compiled step itself (``kernel.sample`` in a jitted ``fori_loop`` of ``--timed-sweeps`` sweeps from
-the chain's post-warmup state, checks off, compiled first and then timed), times the run's sweeps:
-what a longer run converges to.
+the chain's post-warmup state, checks off, compiled first, then the two samplers timed in turn five
+times and the median kept), times the run's sweeps: what a longer run converges to.
 
     python benchmarks/arch_order_selection.py --data djia --seeds 3      # the issue's default series
     python benchmarks/arch_order_selection.py --data sp500 --seeds 2 --warmup 300 --samples 600   # quick
@@ -53,21 +53,29 @@ def mean_se(values) -> dict:
             "n": int(v.size)}
 
 
-def steady_seconds_per_sweep(run, y, sweeps: int) -> dict:
-    """Seconds per sweep of ``run``'s compiled ``ModelSelection`` step, decision checks off: chain 0's
-    post-warmup state moved ``sweeps`` sweeps by one jitted ``fori_loop`` (compiled and run once,
-    then timed), once as a warmup sweep (``i = 0``: Wang-Landau on) and once as a sampling sweep."""
-    kernel = copy.copy(run.mcmc.sampler)
-    kernel.check_decisions = 0
-    state = jax.tree.map(lambda v: v[0], run.mcmc.post_warmup_state)  # chains ran one after another
-    loop = jax.jit(lambda s, data: jax.lax.fori_loop(0, sweeps, lambda _, t: kernel.sample(t, (data,), {}), s))
-    out = {}
-    for phase, st in (("warmup", state._replace(i=jnp.zeros_like(state.i))), ("sample", state)):
-        jax.block_until_ready(loop(st, y))  # compile (the second phase reuses the program)
-        t0 = time.perf_counter()
-        jax.block_until_ready(loop(st, y))
-        out[phase] = (time.perf_counter() - t0) / sweeps
-    return out
+def steady_seconds_per_sweep(runs: dict, y, sweeps: int, repeats: int = 5) -> dict:
+    """``{name: {"warmup": s, "sample": s}}``: seconds per sweep of each run's compiled ``ModelSelection``
+    step, decision checks off: chain 0's post-warmup state moved ``sweeps`` sweeps by one jitted
+    ``fori_loop``, as a warmup sweep (``i = 0``: Wang-Landau on) and as a sampling sweep.  Every
+    program is compiled and run once first; then the samplers are timed in turn, ``repeats`` rounds,
+    and the median kept (this machine's speed drifts by tens of percent between seconds)."""
+    loops = {}
+    for name, run in runs.items():
+        kernel = copy.copy(run.mcmc.sampler)
+        kernel.check_decisions = 0
+        state = jax.tree.map(lambda v: v[0], run.mcmc.post_warmup_state)  # chains ran one after another
+        loop = jax.jit(lambda s, data, kernel=kernel: jax.lax.fori_loop(
+            0, sweeps, lambda _, t: kernel.sample(t, (data,), {}), s))
+        for phase, st in (("warmup", state._replace(i=jnp.zeros_like(state.i))), ("sample", state)):
+            jax.block_until_ready(loop(st, y))  # compile (the second phase reuses the program)
+            loops[name, phase] = (loop, st)
+    times = {key: [] for key in loops}
+    for _ in range(repeats):
+        for key, (loop, st) in loops.items():
+            t0 = time.perf_counter()
+            jax.block_until_ready(loop(st, y))
+            times[key].append((time.perf_counter() - t0) / sweeps)
+    return {name: {phase: float(np.median(times[name, phase])) for phase in ("warmup", "sample")} for name in runs}
 
 
 def main() -> None:
@@ -101,8 +109,9 @@ def main() -> None:
                                      check_decisions=args.check_every, progress_bar=False,
                                      orders=orders)
         d = {m: diagnostics(r) for m, r in runs.items()}
+        steady_all = steady_seconds_per_sweep(runs, y, args.timed_sweeps)
         for m, r in runs.items():  # the compiled step's own seconds, and the figures they give
-            steady = steady_seconds_per_sweep(r, y, args.timed_sweeps)
+            steady = steady_all[m]
             settle = d[m]["wang_landau_settle"]
             d[m]["steady_seconds_per_sweep"] = steady
             d[m]["ess_per_second_steady"] = d[m]["ess_q"] / (r.fields["num_likelihood_evals"].size * steady["sample"])
@@ -166,7 +175,8 @@ def main() -> None:
     lines = [f"# ARCH order selection on {series.name} (N = {y.shape[0]:,}): racing vs exact ModelSelection", "",
              f"`{result['command']}`; {args.seeds} seeds x {args.chains} chains; ratios racing/exact, mean ± s.e. "
              "over seeds (Wang-Landau: over chains). *Steady* seconds: the compiled step's seconds per sweep "
-             f"({args.timed_sweeps} sweeps timed after compiling, decision checks off) times the sweeps; "
+             f"({args.timed_sweeps} sweeps timed after compiling, the samplers in turn, median of 5; decision "
+             "checks off) times the sweeps; "
              "*end to end*: NumPyro's warmup and run as called, including compiling or loading each chain's "
              "program (JAX's persistent compilation cache is on) and the decision checks' exact re-draws of "
              f"every {args.check_every}th raced model index.", "",

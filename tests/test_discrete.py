@@ -77,3 +77,27 @@ def test_prior_factor_enters_the_law():
     values = jax.lax.map(one, jax.random.split(jax.random.PRNGKey(0), 3000))
     counts = np.bincount(np.asarray(values), minlength=d)
     assert stats.chisquare(counts, 3000 * np.array([0.1, 0.2, 0.3, 0.4])).pvalue > 1e-3
+
+
+def test_sample_discrete_exact_is_the_coupled_exact_draw_from_totals():
+    """``sample_discrete_exact(key, log_f0, sums)`` draws what ``sample_discrete(key, ...,
+    method="exact")`` draws on the same key (the same Gumbel noise; what ModelSelection's exact
+    model draw and its decision checks rely on), follows p(i) ∝ f0(i) exp(sums[i]), and returns -1
+    for a non-finite sum."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from subsample_mcmc.racing import sample_discrete, sample_discrete_exact
+
+    rewards = jnp.asarray(np.random.default_rng(0).normal(0.0, 1.0, (4, 300)) * 0.01 + np.array([[0.0], [0.001], [0.002], [-0.001]]))
+    log_f0 = jnp.log(jnp.asarray([0.1, 0.2, 0.3, 0.4]))
+    keys = jax.random.split(jax.random.PRNGKey(0), 2000)
+    raced = jax.vmap(lambda k: sample_discrete(k, log_f0, rewards, method="exact").value)(keys)
+    exact = jax.vmap(lambda k: sample_discrete_exact(k, log_f0, rewards.sum(1)))(keys)
+    assert np.mean(np.asarray(raced) == np.asarray(exact)) > 0.999
+    p = np.exp(np.asarray(log_f0 + rewards.sum(1), np.float64))
+    p /= p.sum()
+    freq = np.bincount(np.asarray(exact), minlength=4) / 2000
+    assert np.all(np.abs(freq - p) < 4 * np.sqrt(p * (1 - p) / 2000)), (freq, p)
+    assert int(sample_discrete_exact(keys[0], log_f0, jnp.asarray([0.0, jnp.nan, 1.0, 2.0]))) == -1

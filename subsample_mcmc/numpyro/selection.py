@@ -28,8 +28,9 @@ from ..kernels.product_space import (
     Pseudoprior, PseudopriorFit, copula_pseudoprior, laplace_adjustment, model_log_f0, model_probabilities, proxy_sums, pseudoprior, pseudoprior_draw, pseudoprior_fit, pseudoprior_log_density,
     wang_landau_update,
 )
+from ..kernels.laplace import log_density_sum
 from ..kernels.proxy import proxy_residual
-from ..racing import METHODS, ArmControlVariates, sample_discrete
+from ..racing import METHODS, ArmControlVariates, sample_discrete, sample_discrete_exact
 from .control import LinearFeatureControlVariate
 from .mh import RacingMH
 from .model import full_data_model, jit_with_data
@@ -586,10 +587,12 @@ class ModelSelection(MCMCKernel):
                                 population_size=self._size, **options)
             return d.value.astype(jnp.int32), d.race.num_points_computed, d.race.num_stages.astype(jnp.int32)
 
-        # the exact draw (same key: the same Gumbel noise) reads the raw log-likelihoods, one each
+        # the exact draw (same key: the same Gumbel noise) from every model's full log-likelihood sum
         def by_exact(_):
-            value, points, _ = draw_model(lls, None, dict(self.race_options, method="exact"))
-            return value, (points * num).astype(jnp.float32), jnp.zeros((), jnp.int32)
+            zero = lambda t: jnp.zeros((), t.dtype)  # noqa: E731
+            totals = jnp.stack([log_density_sum(zero, ll, t[None], self._size)[0] for ll, t in zip(lls, thetas)])
+            value = sample_discrete_exact(key_race, model_log_f0(log_pi, log_adjust, lp, lg, None), totals)
+            return value, jnp.asarray(num * self._size, jnp.float32), jnp.zeros((), jnp.int32)
 
         if not exact and self.control_variates is not None:
             def by_race(_):

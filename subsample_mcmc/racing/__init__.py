@@ -20,7 +20,7 @@ from .bounds import (
 )
 from .control_variates import (ArmControlVariates, DataBins, LinearFeatureProxy, TaylorControlVariate,
                                linear_feature_proxy, make_data_bins, taylor_control_variate)
-from .discrete import DiscreteSample, sample_discrete
+from .discrete import DiscreteSample, sample_discrete, sample_discrete_exact
 from .lil_ucb import LilUCBBound, lil_ucb, lil_ucb_parameters
 from .permutation import NUM_ROUNDS, IndexStream, index_stream, permuted_indices, sized_permuted_indices
 from .race import RaceResult, run_race
@@ -29,7 +29,7 @@ from .unequal import run_race_unequal, unequal_num_stages, unequal_schedule
 
 __all__ = [
     # entry points
-    "best_arm", "sample_discrete", "METHODS", "VARIANCES", "RaceResult", "DiscreteSample",
+    "best_arm", "sample_discrete", "sample_discrete_exact", "METHODS", "VARIANCES", "RaceResult", "DiscreteSample",
     # bounds
     "ConfidenceBound", "NormalBound", "NormalUnionBound", "EBSBound", "LilUCBBound", "ExactBound",
     "b_normal", "b_normal_union", "passage_probability", "clopper_pearson",

@@ -357,10 +357,13 @@ class LinearFeatureProxy(NamedTuple):
 
     def total_sum(self, matrix: jax.Array) -> jax.Array:
         """``sum_n h_n(A)`` over the raced points."""
-        da = (matrix - self.reference).astype(self.m1.dtype)
-        s = self.total + jnp.sum(self.m1 * da) + 0.5 * jnp.einsum("aibj,ai,bj->", self.m2, da, da)
+        v = (matrix - self.reference).astype(self.m1.dtype).reshape(-1)  # (a, i) flattened, as the moments
+        q = v.shape[0]
+        # matrix-vector products on the moments' contiguous memory: jnp.einsum("aibjck,ai,bj,ck->") transposed
+        # the [p', p]^3 tensor at every call (13x slower for ARCH(30), most of a sweep's proxy cost)
+        s = self.total + self.m1.reshape(q) @ v + 0.5 * (self.m2.reshape(q, q) @ v) @ v
         if self.m3 is not None:
-            s = s + jnp.einsum("aibjck,ai,bj,ck->", self.m3, da, da, da) / 6.0
+            s = s + ((self.m3.reshape(q * q, q) @ v).reshape(q, q) @ v) @ v / 6.0
         return s
 
 

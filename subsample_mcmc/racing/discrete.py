@@ -19,7 +19,7 @@ import jax.numpy as jnp
 from .api import best_arm
 from .race import RaceResult
 
-__all__ = ["sample_discrete", "DiscreteSample"]
+__all__ = ["sample_discrete", "sample_discrete_exact", "DiscreteSample"]
 
 
 class DiscreteSample(NamedTuple):
@@ -81,8 +81,7 @@ def sample_discrete(
         n_total = int(population_size)
     else:
         n_total = jnp.shape(rewards)[-1]
-    key_gumbel, key_race = jax.random.split(key)
-    gumbel = jax.random.gumbel(key_gumbel, (n_arms,), dtype=jnp.float32)
+    gumbel, key_race = _gumbel(key, n_arms)
     # Eq. 3 divides the prior and the noise by N to compare means; unequal populations compare totals
     offsets = log_f0 + gumbel if population_sizes is not None else (log_f0 + gumbel) / n_total
     race = best_arm(
@@ -90,3 +89,22 @@ def sample_discrete(
         population_size=n_total, population_sizes=population_sizes, **race_options,
     )
     return DiscreteSample(race.arm, race, gumbel)
+
+
+def _gumbel(key: jax.Array, n_arms: int):
+    """``(eps [n_arms], race key)``: the noise of Eq. 2 that :func:`sample_discrete` draws on ``key``."""
+    key_gumbel, key_race = jax.random.split(key)
+    return jax.random.gumbel(key_gumbel, (n_arms,), dtype=jnp.float32), key_race
+
+
+def sample_discrete_exact(key: jax.Array, log_f0: jax.Array, totals: jax.Array) -> jax.Array:
+    r"""Eq. 2 itself from the full sums ``totals[i] = sum_n log f_n(i)``:
+    ``argmax_i log f0(i) + totals[i] + eps_i`` with the Gumbel noise :func:`sample_discrete`
+    draws on the same ``key`` (so it is the exact draw coupled to the race, without the
+    race's reading machinery: the caller sums the data however it reads fastest).  Returns
+    the index as int32, or ``-1`` when a total is not finite (as a race that met a
+    non-finite reward)."""
+    log_f0, totals = jnp.asarray(log_f0), jnp.asarray(totals)
+    gumbel, _ = _gumbel(key, log_f0.shape[0])
+    score = log_f0.astype(totals.dtype) + totals + gumbel.astype(totals.dtype)
+    return jnp.where(jnp.all(jnp.isfinite(totals)), jnp.argmax(score), -1).astype(jnp.int32)
