@@ -217,6 +217,37 @@ def test_bad_inputs_name_the_argument():
         ModelSelection([a, b], prior=[1.0])
     with pytest.raises(ValueError, match="mh_options may not set 'delta'"):
         ModelSelection([a, b], mh_options={"delta": 0.1})
+    # what a fresh user tried: a dict prior (taken, by name), a misspelled RacingMH option, a candidate
+    # with other argument names, a discrete site, a plate over fewer of the rows
+    assert np.allclose(ModelSelection({"a": a, "b": b}, prior={"b": 3.0, "a": 1.0}).prior, [0.25, 0.75])
+    with pytest.raises(ValueError, match=r"prior as a dict must give every model name \['a', 'b'\]"):
+        ModelSelection({"a": a, "b": b}, prior={"a": 0.5, "c": 0.5})
+    with pytest.raises(TypeError, match="mh_options: .*num_restart.*RacingMH's keyword arguments"):
+        ModelSelection([a, b], mh_options={"num_restart": 4})
+
+    def other_names(u, v):
+        m = numpyro.sample("m", dist.Normal(0, 1))
+        with numpyro.plate("data", u.shape[0]):
+            numpyro.sample("obs", dist.Normal(m, 1), obs=u)
+
+    def discrete(x, y):
+        use = numpyro.sample("use", dist.Bernoulli(0.5))
+        with numpyro.plate("data", x.shape[0]):
+            numpyro.sample("obs", dist.Normal(use * 1.0, 1), obs=x)
+
+    def holdout(x, y):  # the first 300 of the 400 rows
+        m = numpyro.sample("m", dist.Normal(0, 1))
+        with numpyro.plate("data", 300):
+            numpyro.sample("obs", dist.Normal(m, 1), obs=x[:300])
+
+    x400 = np.random.default_rng(0).normal(size=400)
+    init = lambda k: k.init(jax.random.PRNGKey(0), 5, None, (), {"x": x400, "y": x400})  # noqa: E731
+    with pytest.raises(TypeError, match="model 'other_names' cannot be called with the data arguments"):
+        init(ModelSelection([a, other_names]))
+    with pytest.raises(ValueError, match="model 'discrete'.*marginalise the discrete site out"):
+        init(ModelSelection([a, discrete]))
+    with pytest.raises(ValueError, match="model 'holdout'.*the models before 'holdout' have a data plate of N=400"):
+        init(ModelSelection([a, holdout]))
     for name in ("", "a.1", "model"):
         with pytest.raises(ValueError, match="models: the name .* use '_' instead"):
             ModelSelection({name: a, "b": b})

@@ -128,7 +128,8 @@ class ModelSelection(MCMCKernel):
             arguments and each has one data plate of the same size ``N``; they may use
             the same site names (sites are reported as ``"<name>.<site>"``).  Each
             model's latent sites must be continuous (global parameters).
-        prior: prior model probabilities ``pi(k)`` (default uniform).
+        prior: prior model probabilities ``pi(k)``: a sequence in the models' order or a dict
+            ``{name: p}``; positive weights, normalised (default uniform).
         method, delta, first_batch, variance: the model race and the MH races
             (:func:`~subsample_mcmc.racing.best_arm`); ``method="exact"`` is the
             full-data product-space sampler (exact model draws and exact MH steps) coupled
@@ -218,7 +219,16 @@ class ModelSelection(MCMCKernel):
         k = len(self._models)
         if prior is None:
             prior = np.full(k, 1.0 / k)
-        prior = np.asarray(prior, np.float64)
+        if isinstance(prior, dict):
+            if set(prior) != set(self.names):
+                raise ValueError(f"prior as a dict must give every model name {self.names} a probability, got "
+                                 f"keys {sorted(prior)}")
+            prior = [prior[n] for n in self.names]
+        try:
+            prior = np.asarray(prior, np.float64)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"prior must hold {k} positive probabilities (a list in the models' order or a dict "
+                             f"{{name: p}}), got {prior!r}") from e
         if prior.shape != (k,) or not np.all(prior > 0) or not np.all(np.isfinite(prior)):
             raise ValueError(f"prior must hold {k} positive probabilities (one per model), got {prior}")
         self.prior = prior / prior.sum()
@@ -262,7 +272,11 @@ class ModelSelection(MCMCKernel):
         for key in ("method", "delta", "first_batch", "variance", "data_plate"):
             if key in mh_options:
                 raise ValueError(f"mh_options may not set {key!r}: pass it to ModelSelection itself")
-        self.kernels = [RacingMH(m, **self.race_options, data_plate=data_plate, **mh_options) for m in self._models]
+        try:
+            self.kernels = [RacingMH(m, **self.race_options, data_plate=data_plate, **mh_options) for m in self._models]
+        except TypeError as e:
+            raise TypeError(f"mh_options: {e}; mh_options takes RacingMH's keyword arguments (e.g. num_restarts, "
+                            "proposal)") from e
         self.data_plate = data_plate
         self._size = None
         self._num_warmup = 0
@@ -281,8 +295,20 @@ class ModelSelection(MCMCKernel):
         for name, kern in zip(self.names, self.kernels):
             try:
                 ms = kern._setup(model_args, model_kwargs)
+            except TypeError as e:
+                raise TypeError(f"model {name!r} cannot be called with the data arguments given to MCMC.run ({e}): "
+                                "every candidate model must take the same data arguments") from e
             except ValueError as e:
-                raise ValueError(f"model {name!r}: {e}") from e
+                text = str(e)
+                if "discrete latent sites" in text:
+                    raise ValueError(
+                        f"model {name!r}: {text.split(':')[0]}; ModelSelection moves each model's parameters by "
+                        "RacingMH (continuous sites only): marginalise the discrete site out of the model (e.g. a "
+                        "mixture distribution), or make each of its values a candidate model of its own") from e
+                if sizes:
+                    text += (f" (ModelSelection reads the same data points for every model: the models before "
+                             f"{name!r} have a data plate of N={sizes[0]}; give every model the same data plate)")
+                raise ValueError(f"model {name!r}: {text}") from e
             sizes.append(ms.size)
             if getattr(kern, "_moving_support", None):
                 site, kind = kern._moving_support
