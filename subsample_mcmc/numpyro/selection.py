@@ -177,7 +177,8 @@ class ModelSelection(MCMCKernel):
             of the model at every datum read.  Between balanced models whose totals differ by a few
             nats the race stops early only when the heavy-tailed points are read exactly: on ARCH
             orders of the DJIA ``exact_fraction=0.01`` left most races reading to the last stage,
-            App. C.2's 0.2 (``models.arch.arch_control_variates``) cut the sweep's evaluations 2.4x.
+            App. C.2's 0.2 (``models.arch.arch_control_variates``), with the MH race on the same
+            proxies, cut the sweep's evaluations 3.5x (``benchmarks/results/arch_order_selection_djia.md``).
         data_plate: the data plate's name when a model has several candidates.
 
     Draws: ``mcmc.get_samples()`` has ``"model"`` (the index into ``kernel.names``) and
