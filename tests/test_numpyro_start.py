@@ -192,3 +192,33 @@ def test_prior_strategy_draws_from_the_prior():
 def test_bad_num_restarts():
     with pytest.raises(ValueError, match="num_restarts"):
         RacingMH(two_site, num_restarts=0)
+
+
+def test_run_after_warmup_starts_from_the_warmup_state_without_a_second_init(monkeypatch):
+    """NumPyro's ``MCMC`` re-runs a kernel's ``init`` before ``run`` unless the kernel has a
+    ``_sample_fn``: RacingMH sets it, so ``warmup`` then ``run`` (and ``post_warmup_state``)
+    costs one mode search per chain, and the sampling phase continues from the warmup state."""
+    calls = []
+    original = RacingMH._init_states
+
+    def counted(self, *args, **kwargs):
+        calls.append(1)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(RacingMH, "_init_states", counted)
+
+    def normal_mean(y):
+        mu = numpyro.sample("mu", dist.Normal(0.0, 10.0))
+        with numpyro.plate("data", y.shape[0]):
+            numpyro.sample("y", dist.Normal(mu, 1.0), obs=y)
+
+    y = _data(1.0 + RNG.normal(size=2_000))
+    mcmc = MCMC(RacingMH(normal_mean), num_warmup=50, num_samples=50, num_chains=2, chain_method="sequential",
+                progress_bar=False)
+    mcmc.warmup(jax.random.PRNGKey(0), y)
+    assert len(calls) == 2  # one per chain
+    warm = mcmc.post_warmup_state
+    mcmc.run(jax.random.PRNGKey(1), y)
+    assert len(calls) == 2
+    assert np.all(np.asarray(mcmc.get_samples(group_by_chain=True)["mu"]).std(1) > 0)
+    assert np.asarray(warm.i).tolist() == [50, 50] and np.asarray(mcmc.last_state.i).tolist() == [100, 100]

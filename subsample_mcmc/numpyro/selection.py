@@ -330,6 +330,14 @@ class ModelSelection(MCMCKernel):
 
     # -- MCMCKernel API -------------------------------------------------------------------
     def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
+        # NumPyro's MCMC calls ``init`` again before a phase that starts from a given state (``mcmc.run``
+        # after ``mcmc.warmup``, ``post_warmup_state``) unless the kernel has a ``_sample_fn``, as its HMC
+        # and Gibbs kernels set in theirs: set, the second phase starts without a second setup.
+        state = self._init_states(rng_key, num_warmup, init_params, model_args, model_kwargs)
+        self._sample_fn = self.sample
+        return state
+
+    def _init_states(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
         model_kwargs = {} if model_kwargs is None else dict(model_kwargs)
         self._setup(model_args, model_kwargs)
         self._num_warmup = int(num_warmup)

@@ -1,0 +1,123 @@
+"""Steady milliseconds per sweep of racing vs exact ``ModelSelection`` on the DJIA ARCH job.
+
+    python benchmarks/arch_sweep_cost.py [--data djia] [--sweeps 200] [--repeats 5]
+
+Where the time of one product-space sweep goes once compiled: each sampler runs ``--warmup`` +
+``--samples`` sweeps in NumPyro's ``MCMC`` (one chain, checks off), then its post-warmup state is
+moved ``--sweeps`` sweeps by one jitted ``fori_loop``, the two samplers timed in turn ``--repeats``
+times (median kept: this machine's speed drifts by tens of percent between seconds).  Two
+formulations of the ARCH(q) likelihood are measured, each racing against its own exact sampler:
+
+* ``models.arch`` as shipped: the variance ``alpha_0 + rows @ w`` with ``w`` the coefficients padded
+  with zeros to every column of the lag matrix (one matrix-vector product on the gathered rows);
+* ``column slice``: ``alpha_0 + rows[:, 1:q + 1] @ alpha``, the form before; XLA copies each order's
+  lag columns out of the gathered rows before the product.
+
+Writes ``benchmarks/results/arch_sweep_cost.{json,md}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from numpyro.infer import MCMC
+
+from subsample_mcmc import ModelSelection
+from subsample_mcmc.cli import enable_compilation_cache
+from subsample_mcmc.models.arch import DEFAULT_ORDERS, arch_control_variates, arch_models, load_returns, prepare
+
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+
+
+def column_slice_model(y, order: int, subsample_size=None):
+    """The ARCH(q) model of ``models.arch`` with the likelihood's earlier form (column slice, then product)."""
+    import numpyro
+    import numpyro.distributions as dist
+
+    y = jnp.asarray(y)
+    alpha0 = numpyro.sample("alpha0", dist.Gamma(1.0, 1.0))
+    alpha = numpyro.sample("alpha", dist.Gamma(1.0, 1.0).expand([order]).to_event(1))
+    nu = numpyro.sample("nu", dist.Gamma(1.0, 1.0))
+    with numpyro.plate("data", y.shape[0], subsample_size=subsample_size) as idx:
+        rows = y[idx]
+        s = alpha0 + rows[:, 1:order + 1] @ alpha
+        numpyro.sample("obs", dist.StudentT(nu, 0.0, jnp.sqrt(s)), obs=rows[:, 0])
+
+
+def time_pair(models, y, orders, pseudopriors, args) -> dict:
+    loops, out = {}, {}
+    for name, method in (("racing", "normal"), ("exact", "exact")):
+        cv = arch_control_variates(y, orders) if name == "racing" else None
+        kernel = ModelSelection(models, method=method, pseudoprior=pseudopriors, control_variate=cv, check_decisions=0)
+        mcmc = MCMC(kernel, num_warmup=args.warmup, num_samples=args.samples, progress_bar=False)
+        mcmc.run(jax.random.PRNGKey(args.seed), y, extra_fields=("num_likelihood_evals",))
+        evals = np.asarray(mcmc.get_extra_fields()["num_likelihood_evals"], np.float64)
+        out[name] = {"evaluations_per_sweep_over_n": float(evals.mean() / y.shape[0])}
+        loop = jax.jit(lambda s, data, kernel=kernel: jax.lax.fori_loop(
+            0, args.sweeps, lambda _, t: kernel.sample(t, (data,), {}), s))
+        jax.block_until_ready(loop(mcmc.last_state, y))  # compile
+        loops[name] = (loop, mcmc.last_state)
+    times = {name: [] for name in loops}
+    for _ in range(args.repeats):
+        for name, (loop, state) in loops.items():
+            t0 = time.perf_counter()
+            jax.block_until_ready(loop(state, y))
+            times[name].append((time.perf_counter() - t0) / args.sweeps * 1e3)
+    for name in loops:
+        out[name]["ms_per_sweep"] = float(np.median(times[name]))
+        out[name]["ms_per_sweep_all"] = [round(t, 4) for t in times[name]]
+    out["exact_over_racing_time_per_sweep"] = out["exact"]["ms_per_sweep"] / out["racing"]["ms_per_sweep"]
+    jax.clear_caches()  # every XLA CPU executable holds memory mappings (see arch_job._release_compiled_programs)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default="djia")
+    ap.add_argument("--warmup", type=int, default=300)
+    ap.add_argument("--samples", type=int, default=100)
+    ap.add_argument("--sweeps", type=int, default=200)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    enable_compilation_cache()
+    orders = DEFAULT_ORDERS
+    y = np.asarray(prepare(load_returns(args.data).returns, orders).y)
+    t0 = time.perf_counter()
+    fitter = ModelSelection(arch_models(orders))
+    pseudopriors = fitter.pseudopriors(fitter.init(jax.random.PRNGKey(10_000), args.warmup, None, (y,), None))
+    print(f"N = {y.shape[0]:,}: pseudopriors in {time.perf_counter() - t0:.0f} s", flush=True)
+    variants = {
+        "models.arch": arch_models(orders),
+        "column slice": {f"arch{q}": functools.partial(column_slice_model, order=q) for q in orders},
+    }
+    result = {"data": args.data, "n": int(y.shape[0]), "orders": list(orders), "args": vars(args), "variants": {}}
+    for label, models in variants.items():
+        result["variants"][label] = time_pair(models, y, orders, pseudopriors, args)
+        print(label, json.dumps(result["variants"][label]), flush=True)
+    os.makedirs(RESULTS, exist_ok=True)
+    with open(os.path.join(RESULTS, "arch_sweep_cost.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    lines = [f"# Steady ms per sweep, racing vs exact ModelSelection ({args.data}, N = {y.shape[0]:,}, orders "
+             f"{list(orders)})", "", "`python benchmarks/arch_sweep_cost.py` (median of "
+             f"{args.repeats} rounds of {args.sweeps} sweeps, samplers timed in turn)", "",
+             "| likelihood form | racing ms/sweep | exact ms/sweep | exact / racing | racing evals/sweep / N | "
+             "exact evals/sweep / N |", "|---|---|---|---|---|---|"]
+    for label, v in result["variants"].items():
+        lines.append(f"| {label} | {v['racing']['ms_per_sweep']:.2f} | {v['exact']['ms_per_sweep']:.2f} | "
+                     f"{v['exact_over_racing_time_per_sweep']:.2f} | {v['racing']['evaluations_per_sweep_over_n']:.2f} | "
+                     f"{v['exact']['evaluations_per_sweep_over_n']:.2f} |")
+    with open(os.path.join(RESULTS, "arch_sweep_cost.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
