@@ -31,7 +31,8 @@ from numpyro.infer import MCMC
 
 from subsample_mcmc import ModelSelection
 from subsample_mcmc.cli import enable_compilation_cache
-from subsample_mcmc.models.arch import DEFAULT_ORDERS, arch_control_variates, arch_models, load_returns, prepare
+from subsample_mcmc.models.arch import (DEFAULT_ORDERS, arch_control_variates, arch_models, arch_parameters, load_returns,
+                                        prepare)
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
@@ -42,9 +43,7 @@ def column_slice_model(y, order: int, subsample_size=None):
     import numpyro.distributions as dist
 
     y = jnp.asarray(y)
-    alpha0 = numpyro.sample("alpha0", dist.Gamma(1.0, 1.0))
-    alpha = numpyro.sample("alpha", dist.Gamma(1.0, 1.0).expand([order]).to_event(1))
-    nu = numpyro.sample("nu", dist.Gamma(1.0, 1.0))
+    alpha0, alpha, nu = arch_parameters(order)
     with numpyro.plate("data", y.shape[0], subsample_size=subsample_size) as idx:
         rows = y[idx]
         s = alpha0 + rows[:, 1:order + 1] @ alpha
