@@ -194,31 +194,43 @@ def test_bad_num_restarts():
         RacingMH(two_site, num_restarts=0)
 
 
-def test_run_after_warmup_starts_from_the_warmup_state_without_a_second_init(monkeypatch):
+def _normal_mean(y):
+    mu = numpyro.sample("mu", dist.Normal(0.0, 10.0))
+    with numpyro.plate("data", y.shape[0]):
+        numpyro.sample("y", dist.Normal(mu, 1.0), obs=y)
+
+
+def _normal_mean_and_scale(y):
+    mu = numpyro.sample("mu", dist.Normal(0.0, 10.0))
+    s = numpyro.sample("s", dist.HalfNormal(2.0))
+    with numpyro.plate("data", y.shape[0]):
+        numpyro.sample("y", dist.Normal(mu, s), obs=y)
+
+
+@pytest.mark.parametrize("kind", ["RacingMH", "ModelSelection"])
+def test_run_after_warmup_starts_from_the_warmup_state_without_a_second_init(kind, monkeypatch):
     """NumPyro's ``MCMC`` re-runs a kernel's ``init`` before ``run`` unless the kernel has a
-    ``_sample_fn``: RacingMH sets it, so ``warmup`` then ``run`` (and ``post_warmup_state``)
+    ``_sample_fn``: the kernels set it, so ``warmup`` then ``run`` (and ``post_warmup_state``)
     costs one mode search per chain, and the sampling phase continues from the warmup state."""
+    from subsample_mcmc import ModelSelection
+
+    cls = {"RacingMH": RacingMH, "ModelSelection": ModelSelection}[kind]
     calls = []
-    original = RacingMH._init_states
+    original = cls._init_states
 
     def counted(self, *args, **kwargs):
         calls.append(1)
         return original(self, *args, **kwargs)
 
-    monkeypatch.setattr(RacingMH, "_init_states", counted)
-
-    def normal_mean(y):
-        mu = numpyro.sample("mu", dist.Normal(0.0, 10.0))
-        with numpyro.plate("data", y.shape[0]):
-            numpyro.sample("y", dist.Normal(mu, 1.0), obs=y)
-
+    monkeypatch.setattr(cls, "_init_states", counted)
+    kernel = RacingMH(_normal_mean) if kind == "RacingMH" else ModelSelection([_normal_mean, _normal_mean_and_scale])
     y = _data(1.0 + RNG.normal(size=2_000))
-    mcmc = MCMC(RacingMH(normal_mean), num_warmup=50, num_samples=50, num_chains=2, chain_method="sequential",
-                progress_bar=False)
+    mcmc = MCMC(kernel, num_warmup=50, num_samples=50, num_chains=2, chain_method="sequential", progress_bar=False)
     mcmc.warmup(jax.random.PRNGKey(0), y)
     assert len(calls) == 2  # one per chain
     warm = mcmc.post_warmup_state
     mcmc.run(jax.random.PRNGKey(1), y)
     assert len(calls) == 2
-    assert np.all(np.asarray(mcmc.get_samples(group_by_chain=True)["mu"]).std(1) > 0)
+    site = "mu" if kind == "RacingMH" else "_normal_mean.mu"
+    assert np.all(np.asarray(mcmc.get_samples(group_by_chain=True)[site]).std(1) > 0)
     assert np.asarray(warm.i).tolist() == [50, 50] and np.asarray(mcmc.last_state.i).tolist() == [100, 100]

@@ -29,7 +29,7 @@ from ..racing import METHODS, sample_discrete
 from ..racing.race import _run_at_most_once
 from .control import DataSpaceControlVariate
 from .mh import RacingMH
-from .model import ModelSubsampler, full_data_model
+from .model import InitOnceKernel, ModelSubsampler, full_data_model
 
 __all__ = ["RacingGibbs", "RacingGibbsState"]
 
@@ -47,7 +47,7 @@ class RacingGibbsState(NamedTuple):
 _MAX_CACHED_CONFIGURATIONS = 256
 
 
-class RacingGibbs(MCMCKernel):
+class RacingGibbs(InitOnceKernel):
     """Racing Gibbs for the discrete sites, ``inner_kernel`` for the continuous ones.
 
     Args:
@@ -151,14 +151,6 @@ class RacingGibbs(MCMCKernel):
         return {k: values[k] for k in self._ms.continuous_sites}
 
     # -- MCMCKernel API -------------------------------------------------------------------
-    def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
-        # NumPyro's MCMC calls ``init`` again before a phase that starts from a given state (``mcmc.run``
-        # after ``mcmc.warmup``, ``post_warmup_state``) unless the kernel has a ``_sample_fn``, as its HMC
-        # and Gibbs kernels set in theirs: set, the second phase starts without a second setup.
-        state = self._init_states(rng_key, num_warmup, init_params, model_args, model_kwargs)
-        self._sample_fn = self.sample
-        return state
-
     def _init_states(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
         model_kwargs = {} if model_kwargs is None else dict(model_kwargs)
         self._setup(model_args, model_kwargs)

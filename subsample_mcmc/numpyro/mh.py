@@ -53,7 +53,6 @@ from jax.flatten_util import ravel_pytree
 from numpyro import handlers
 from numpyro.infer.hmc_util import dual_averaging, welford_covariance
 from numpyro.infer.initialization import init_to_mean, init_to_sample, init_to_uniform
-from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import is_prng_key
 
 from ..kernels import mh as mh_kernel
@@ -65,7 +64,7 @@ from ..kernels.proxy import TaylorProxy, proxy_residual, proxy_sum, residual_spr
 from ..racing import METHODS
 from ..racing.race import _run_at_most_once
 from .control import DataSpaceControlVariate
-from .model import ModelSubsampler, PlateIndices, jit_with_data, split_data
+from .model import InitOnceKernel, ModelSubsampler, PlateIndices, jit_with_data, split_data
 
 __all__ = ["RacingMH", "RacingMHState"]
 
@@ -108,7 +107,7 @@ _TARGET_ACCEPT = {"random_walk": 0.234, "langevin": 0.574, "crank_nicolson": 0.5
 _DENSE_MAX_DIMENSION = 256  # dense_mass=None: a dense mass matrix up to this many parameters
 
 
-class RacingMH(MCMCKernel):
+class RacingMH(InitOnceKernel):
     r"""Racing Metropolis-Hastings for the continuous latent sites of a NumPyro model.
 
     Args:
@@ -465,14 +464,6 @@ class RacingMH(MCMCKernel):
         return objective
 
     # -- MCMCKernel API -------------------------------------------------------------------
-    def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
-        # NumPyro's MCMC calls ``init`` again before a phase that starts from a given state (``mcmc.run``
-        # after ``mcmc.warmup``, ``post_warmup_state``) unless the kernel has a ``_sample_fn``, as its HMC
-        # and Gibbs kernels set in theirs: set, the second phase starts without a second setup.
-        state = self._init_states(rng_key, num_warmup, init_params, model_args, model_kwargs)
-        self._sample_fn = self.sample
-        return state
-
     def _init_states(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
         model_kwargs = {} if model_kwargs is None else model_kwargs
         self._setup(model_args, model_kwargs)

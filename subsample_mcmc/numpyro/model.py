@@ -83,6 +83,7 @@ import numpy as np
 from numpyro import handlers
 from numpyro.distributions import biject_to
 from numpyro.infer.gibbs import GIBBS_SITES_KWARG
+from numpyro.infer.mcmc import MCMCKernel
 from numpyro.primitives import Messenger
 
 try:  # where numpyro.infer.gibbs.conditioned puts the user's model
@@ -90,8 +91,27 @@ try:  # where numpyro.infer.gibbs.conditioned puts the user's model
 except ImportError:  # pragma: no cover - other NumPyro versions
     _conditioned_model = None
 
-__all__ = ["FullDataModel", "FullDataPlate", "ModelSubsampler", "PlateIndices", "full_data_model"]
+__all__ = ["FullDataModel", "FullDataPlate", "InitOnceKernel", "ModelSubsampler", "PlateIndices", "full_data_model"]
 
+
+
+class InitOnceKernel(MCMCKernel):
+    """An ``MCMCKernel`` whose ``init`` runs once per chain.
+
+    NumPyro's ``MCMC`` calls a kernel's ``init`` again before a phase that starts from a given
+    state (``mcmc.run`` after ``mcmc.warmup``, or from ``post_warmup_state``) unless the kernel
+    has a ``_sample_fn``, as NumPyro's own HMC and Gibbs kernels set in theirs.  Subclasses
+    implement ``_init_states``; ``init`` calls it and sets ``_sample_fn``, so the second phase
+    starts from the given state without a second mode search, check pass or proxy fit.
+    """
+
+    def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
+        state = self._init_states(rng_key, num_warmup, init_params, model_args, model_kwargs)
+        self._sample_fn = self.sample
+        return state
+
+    def _init_states(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
+        raise NotImplementedError
 
 class PlateIndices(Messenger):
     """Replace the indices of plate ``name`` (of full size ``size``) by ``indices``."""

@@ -21,7 +21,6 @@ import numpyro
 import numpyro.distributions as dist
 from jax.flatten_util import ravel_pytree
 from numpyro import handlers
-from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import is_prng_key
 
 from ..kernels.product_space import (
@@ -33,7 +32,7 @@ from ..kernels.proxy import proxy_residual
 from ..racing import METHODS, ArmControlVariates, sample_discrete, sample_discrete_exact
 from .control import LinearFeatureControlVariate
 from .mh import RacingMH
-from .model import full_data_model, jit_with_data
+from .model import InitOnceKernel, full_data_model, jit_with_data
 
 __all__ = ["ModelSelection", "ModelSelectionState", "ModelPosterior", "model_posterior", "conditional_samples"]
 
@@ -94,7 +93,7 @@ def _names(models) -> tuple[list, list]:
     return names, fns
 
 
-class ModelSelection(MCMCKernel):
+class ModelSelection(InitOnceKernel):
     r"""Bayesian model choice among NumPyro models that share one data plate.
 
     The chain runs on Carlin & Chib's product space (see
@@ -329,14 +328,6 @@ class ModelSelection(MCMCKernel):
         return [kern._log_lik_fn(model_args, model_kwargs) for kern in self.kernels]
 
     # -- MCMCKernel API -------------------------------------------------------------------
-    def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
-        # NumPyro's MCMC calls ``init`` again before a phase that starts from a given state (``mcmc.run``
-        # after ``mcmc.warmup``, ``post_warmup_state``) unless the kernel has a ``_sample_fn``, as its HMC
-        # and Gibbs kernels set in theirs: set, the second phase starts without a second setup.
-        state = self._init_states(rng_key, num_warmup, init_params, model_args, model_kwargs)
-        self._sample_fn = self.sample
-        return state
-
     def _init_states(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
         model_kwargs = {} if model_kwargs is None else dict(model_kwargs)
         self._setup(model_args, model_kwargs)
