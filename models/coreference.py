@@ -45,7 +45,7 @@ import numpy as np
 from subsample_mcmc.racing import sample_discrete
 
 __all__ = ["Mentions", "FEBRL_FIELDS", "FEBRL_WEIGHTS", "TAU", "minhash", "load_febrl", "synthetic_mentions",
-           "factors", "b_cubed", "CoreferenceRun", "annealed_gibbs", "temperatures"]
+           "factors", "factor_bounds", "b_cubed", "CoreferenceRun", "annealed_gibbs", "temperatures"]
 
 #: FEBRL fields used as mention features, and their fixed factor weights ``w_f``
 FEBRL_FIELDS = ("given_name", "surname", "date_of_birth", "soc_sec_id", "address_1", "suburb", "postcode")
@@ -161,6 +161,16 @@ def factors(sig_i: jax.Array, sig_j: jax.Array, weights: jax.Array, tau: float =
     return jnp.sum(weights * (s - tau), axis=-1)
 
 
+def factor_bounds(weights, tau: float = TAU) -> tuple[float, float]:
+    r"""``(lo, hi)`` with ``lo <= f(x_i, x_j) <= hi`` for every pair: each similarity ``s_f``
+    lies in ``[0, 1]``, so ``w_f (s_f - tau)`` lies between ``-w_f tau`` and ``w_f (1 - tau)``
+    (widened by ``1e-4`` of their size for float32 rounding)."""
+    w = np.asarray(weights, np.float64)
+    ends = np.stack([w * (0.0 - tau), w * (1.0 - tau)])
+    lo, hi = ends.min(0).sum(), ends.max(0).sum()
+    return float(lo - 1e-4 * (abs(lo) + 1.0)), float(hi + 1e-4 * (abs(hi) + 1.0))
+
+
 def b_cubed(predicted: np.ndarray, truth: np.ndarray) -> tuple[float, float, float]:
     r"""B-cubed precision, recall and F1 (Bagga & Baldwin 1998):
     ``P = (1/M) sum_i |C(i) ∩ T(i)| / |C(i)|``, ``R = (1/M) sum_i |C(i) ∩ T(i)| / |T(i)|``,
@@ -190,17 +200,21 @@ def _bucket(n: int, minimum: int = 4) -> int:
 
 
 @functools.partial(jax.jit, static_argnames=("method", "delta", "guard"))
-def _move(key, sig_i, sigs, weights, members, sizes, log_f0, inv_temp, check, *, method, delta, guard):
+def _move(key, sig_i, sigs, weights, members, sizes, log_f0, inv_temp, check, bounds, *, method, delta, guard):
     """One Gibbs move: a Gumbel-max race over the candidate clusters (padded ``[D, S]`` member
-    table), rewards ``f(x_i, x_j) / temperature``; with ``check`` also the exact arm for the
-    same Gumbel noise (the decision error)."""
+    table), rewards ``f(x_i, x_j) / temperature``, each within ``bounds / temperature`` (or
+    ``bounds=None``: the paper's race); with ``check`` also the exact arm for the same Gumbel
+    noise (the decision error)."""
     d, s = members.shape
 
     def rewards(arms, idx):
         return factors(sig_i, sigs[members[arms, idx]], weights) * inv_temp
 
     kw = dict(population_sizes=sizes, population_size=s)
-    draw = sample_discrete(key, log_f0, rewards, method=method, delta=delta, heavy_tail_guard=guard, **kw)
+    # the exact sampler (and the exact check) read every factor, bounds or not
+    extra = {} if bounds is None or method == "exact" else {"reward_bounds": (bounds[0] * inv_temp,
+                                                                               bounds[1] * inv_temp)}
+    draw = sample_discrete(key, log_f0, rewards, method=method, delta=delta, heavy_tail_guard=guard, **kw, **extra)
     # one compiled move serves checked and unchecked moves; the exact pass runs only when checked
     exact = jax.lax.cond(check, lambda: sample_discrete(key, log_f0, rewards, method="exact", **kw).value,
                          lambda: draw.value)
@@ -222,7 +236,7 @@ class CoreferenceRun(NamedTuple):
 def annealed_gibbs(mentions: Mentions, *, method: str = "normal", num_sweeps: int = 10, delta: float = 0.05,
                    schedule: Optional[np.ndarray] = None, init: Optional[np.ndarray] = None, seed: int = 0,
                    check_every: int = 0, moves_per_sweep: Optional[int] = None, heavy_tail_guard: bool = False,
-                   progress: Optional[Callable[[int, float], None]] = None) -> CoreferenceRun:
+                   use_factor_bounds: bool = True, progress: Optional[Callable[[int, float], None]] = None) -> CoreferenceRun:
     r"""Annealed Gibbs sampling for the MAP clustering (Finkel et al. 2005), each move of mention
     ``i`` drawn from ``p(Y_i = y | y_{-i}) ∝ exp(sum_{j in C_y} f(x_i, x_j) / T_s)`` over the clusters
     of its block plus an empty one, by a racing Gumbel-max draw over populations of sizes ``|C_y|``
@@ -246,6 +260,11 @@ def annealed_gibbs(mentions: Mentions, *, method: str = "normal", num_sweeps: in
             18.7x without it: ``benchmarks/results/coreference.md``).  The default ``False`` is the paper's Racing-Normal with ``m1 = 3``
             (App. C.3), whose per-move error is *measured* rather than guaranteed: pass
             ``check_every`` (the command line does) and read ``decision_errors / decisions_checked``.
+        use_factor_bounds: give the race the factors' bounds (:func:`factor_bounds`, divided by
+            the temperature): clusters of at most 3 mentions are then read only if their largest
+            possible total can still beat the leading cluster's lower confidence limit
+            (``reward_bounds`` of :func:`~subsample_mcmc.racing.best_arm`; same error level).
+            ``False`` is the paper's race, which reads every small cluster in full.
         progress: ``callback(sweep, f1)`` after each sweep.
     """
     if method not in ("normal", "exact"):
@@ -268,6 +287,7 @@ def annealed_gibbs(mentions: Mentions, *, method: str = "normal", num_sweeps: in
     fresh = int(labels.max()) + 1
     sigs = jnp.asarray(mentions.signatures)
     weights = jnp.asarray(mentions.weights)
+    bounds = jnp.asarray(factor_bounds(mentions.weights), jnp.float32) if use_factor_bounds else None
     block_members = [np.flatnonzero(mentions.block == b) for b in range(int(mentions.block.max()) + 1)]
     rng = np.random.default_rng(seed)
     key = jax.random.PRNGKey(seed)
@@ -295,9 +315,13 @@ def annealed_gibbs(mentions: Mentions, *, method: str = "normal", num_sweeps: in
             check = bool(check_every) and move_count % check_every == 0
             arm, exact, read, computed = _move(
                 jax.random.fold_in(key, move_count), sigs[i], sigs, weights, jnp.asarray(table), jnp.asarray(sizes),
-                jnp.asarray(log_f0), inv_temp, jnp.asarray(check), method=method, delta=float(delta),
+                jnp.asarray(log_f0), inv_temp, jnp.asarray(check), bounds, method=method, delta=float(delta),
                 guard=bool(heavy_tail_guard))
             arm = int(arm)
+            if arm < 0:  # a non-finite factor, or one outside factor_bounds: never a silent wrong move
+                raise ValueError(f"mention {i}: a factor was NaN/infinite or outside factor_bounds "
+                                 f"{factor_bounds(mentions.weights)}; check the signatures and weights "
+                                 "(or pass use_factor_bounds=False)")
             if check:
                 checked += 1
                 errors += int(arm != int(exact))

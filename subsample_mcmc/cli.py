@@ -91,7 +91,7 @@ def _coref(args: argparse.Namespace) -> int:
         from subsample_mcmc.models.coref_job import run_job
         run_job(data=args.data, mentions=args.mentions, seeds=args.seeds, sweeps=args.sweeps, delta=args.delta,
                 output=args.output, heavy_tail_guard=args.guard, check_every=args.check_every,
-                progress_bar=not args.no_progress)
+                progress_bar=not args.no_progress, factor_bounds=not args.no_factor_bounds)
     except ModuleNotFoundError as err:
         print(f"subsample-mcmc coref: error: {err.name!r} is not installed; the coreference job needs the "
               "models extra: pip install 'subsample_mcmc[models]'", file=sys.stderr)
@@ -156,6 +156,10 @@ def main(argv=None) -> int:
     coref.add_argument("--guard", action="store_true",
                        help="the races' heavy-tail guard (error <= delta on any factors; reads mid-sized clusters "
                             "nearly in full)")
+    coref.add_argument("--no-factor-bounds", action="store_true",
+                       help="race as the paper does: read every cluster of at most 3 mentions in full (by default "
+                            "such a cluster is skipped when even its largest possible factors cannot beat the "
+                            "leading cluster)")
     coref.add_argument("--check-every", type=int, default=10,
                        help="measure the decision error on every k-th racing move (0: never)")
     coref.add_argument("--output", default="coref-output")

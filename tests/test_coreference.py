@@ -7,8 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from subsample_mcmc.models.coreference import (annealed_gibbs, b_cubed, factors, load_febrl, minhash,
-                                               synthetic_mentions)
+from subsample_mcmc.models.coreference import (annealed_gibbs, b_cubed, factor_bounds, factors, load_febrl,
+                                               minhash, synthetic_mentions)
 
 
 def _b_cubed_brute(pred, truth):
@@ -71,6 +71,29 @@ def test_racing_reads_fewer_factors_on_large_clusters_near_convergence():
     assert racing.decision_errors <= 0.05 * 150 + 3 * np.sqrt(0.05 * 150)
 
 
+def test_factor_bounds_hold_for_every_pair_and_are_attained():
+    for m in (load_febrl("febrl3", limit=400), synthetic_mentions(400, seed=2, noise=0.2)):
+        sig = jnp.asarray(m.signatures)
+        f = np.asarray(factors(sig[:, None], sig[None, :], jnp.asarray(m.weights)))
+        lo, hi = factor_bounds(m.weights)
+        assert lo <= f.min() and f.max() <= hi
+        assert f.max() > hi - 1e-3 * abs(hi)  # a mention with itself: every field equal (unless missing)
+    # negative weights swap the ends of their terms
+    assert factor_bounds([1.0, -2.0], tau=0.5) == pytest.approx((-1.5, 1.5), abs=1e-3)
+
+
+def test_factor_bounds_spare_the_small_clusters_at_the_same_answers():
+    """Near convergence the leading cluster's lower limit is far above what a cluster of <= 3 mentions can
+    total: with the bounds those are not read, so a move reads fewer factors, with the decisions still
+    checked against exact Gibbs under the same noise."""
+    m = synthetic_mentions(6000, seed=1, noise=0.2)
+    kw = dict(num_sweeps=1, schedule=[1.0], init=m.entity.copy(), seed=0, moves_per_sweep=150, check_every=1)
+    bounded = annealed_gibbs(m, method="normal", **kw)
+    paper = annealed_gibbs(m, method="normal", use_factor_bounds=False, **kw)
+    assert bounded.factor_evaluations[-1] < 0.8 * paper.factor_evaluations[-1]
+    assert bounded.decision_errors <= 0.05 * 150 + 3 * np.sqrt(0.05 * 150)
+
+
 def test_command_line_job_writes_summary_and_figures(tmp_path):
     from subsample_mcmc.cli import main
 
@@ -86,5 +109,8 @@ def test_command_line_job_writes_summary_and_figures(tmp_path):
     assert main(["coref", "--mentions", "6000", "--output", str(out)]) == 2  # FEBRL 3 has 5,000 records
     assert main(["coref", "--mentions", "200", "--output", str(out / "summary.json")]) == 2  # a file, not a folder
     one = tmp_path / "one"
-    assert main(["coref", "--mentions", "100", "--seeds", "1", "--sweeps", "1", "--output", str(one), "--no-progress"]) == 0
-    json.loads((one / "summary.json").read_text(), parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
+    assert main(["coref", "--mentions", "100", "--seeds", "1", "--sweeps", "1", "--output", str(one), "--no-progress",
+                 "--no-factor-bounds"]) == 0
+    one_summary = json.loads((one / "summary.json").read_text(),
+                             parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
+    assert summary["factor_bounds"] is True and one_summary["factor_bounds"] is False

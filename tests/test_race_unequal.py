@@ -163,3 +163,82 @@ def test_float64_rewards_under_x64_and_first_batch_checks():
         best_arm(jax.random.PRNGKey(0), r64, population_sizes=sizes, first_batch=1)
     with pytest.raises(ValueError, match="log_f0 has 2 entries but rewards has 3 rows"):
         sample_discrete(jax.random.PRNGKey(0), jnp.zeros(2), r64, population_sizes=sizes)
+
+
+def _bounded_problem(seed, hi=2.0, num_small=6):
+    """Two large arms whose totals a few rewards pin down, and ``num_small`` arms of 1-3 rewards in
+    [1.5, hi], most of them far behind (dropped unread) but in odd seeds one of them the best by a nat:
+    an unread arm taken at anything below its largest possible total would be dropped and show as errors."""
+    rng = np.random.default_rng(seed)
+    sizes = np.concatenate([[500, 300], rng.integers(1, 4, num_small)])
+    rewards = np.concatenate([rng.normal(1.0, 0.005, (1, 500)), rng.normal(0.9, 0.005, (1, 500)),
+                              rng.uniform(1.5, hi, (num_small, 500))])
+    rewards = np.where(np.arange(500)[None] < sizes[:, None], np.clip(rewards, -hi, hi), 0.0)
+    totals = rewards.sum(1)
+    lead = totals[0]
+    offsets = lead - totals - rng.uniform(5.0, 20.0, len(sizes))
+    offsets[0], offsets[1] = 0.0, lead - totals[1] - 3.0
+    if seed % 2:
+        offsets[2 + rng.integers(num_small)] += lead - (offsets + totals)[2:].max() + 1.0  # best by a nat
+    return rewards.astype(np.float32), sizes, offsets.astype(np.float32), int(np.argmax(offsets + totals))
+
+
+@pytest.mark.parametrize("guard", [True, False])
+def test_reward_bounds_keep_the_answer_and_the_error_promise(guard):
+    """With ``reward_bounds`` an unread small arm enters at its largest possible total: the race still
+    finds a small best arm (a wrong bound, e.g. the lower one, would drop it unread), and errs at most
+    delta with the guard (without it, at most what the paper's race errs without bounds)."""
+    delta, races = 0.1, 400
+    errs = {True: 0, False: 0}
+    for seed in range(4):
+        rewards, sizes, offsets, truth = _bounded_problem(seed)
+        for bounded in (True, False):
+            extra = {"reward_bounds": (-2.0, 2.0)} if bounded else {}
+            race = jax.jit(jax.vmap(lambda k: best_arm(k, jnp.asarray(rewards), population_sizes=jnp.asarray(sizes),
+                                                       arm_offset=jnp.asarray(offsets), delta=delta,
+                                                       heavy_tail_guard=guard, **extra)))
+            out = race(jax.random.split(jax.random.PRNGKey(seed), races))
+            errs[bounded] += int(np.sum(np.asarray(out.arm) != truth))
+        exact = best_arm(jax.random.PRNGKey(0), rewards, population_sizes=sizes, arm_offset=offsets,
+                         method="exact", reward_bounds=(-2.0, 2.0))
+        assert int(exact.arm) == truth
+    limit = stats.binom.ppf(1 - 1e-3, 4 * races, delta)
+    if guard:
+        assert errs[True] <= limit, errs
+    else:
+        assert errs[True] <= max(limit, stats.binom.ppf(1 - 1e-3, 4 * races, max(errs[False], 1) / (4 * races))), errs
+
+
+def test_reward_bounds_leave_small_arms_unread_behind_a_strong_leader():
+    rng = np.random.default_rng(0)
+    sizes = np.array([1000, 1, 1, 1, 2, 3, 0])
+    rewards = np.where(np.arange(1000)[None] < sizes[:, None], np.clip(rng.normal(1.5, 0.2, (7, 1000)), -2, 2), 0.0)
+    for guard in (False, True):
+        plain = best_arm(jax.random.PRNGKey(0), rewards, population_sizes=sizes, heavy_tail_guard=guard)
+        bounded = best_arm(jax.random.PRNGKey(0), rewards, population_sizes=sizes, heavy_tail_guard=guard,
+                           reward_bounds=(-2.0, 2.0))
+        assert int(plain.arm) == int(bounded.arm) == 0
+        # the small arms (8 rewards) are never read: their totals are at most 2 N_y, the leader's about 1500
+        assert int(bounded.num_rewards_read) <= int(plain.num_rewards_read) - 8
+        assert int(bounded.num_rewards_read) <= int(bounded.num_likelihood_evals)
+    # per-arm bounds, and an exact race with bounds still reads every reward of a close contest
+    per_arm = (np.full(7, -2.0), np.full(7, 2.0))
+    assert int(best_arm(jax.random.PRNGKey(1), rewards, population_sizes=sizes, reward_bounds=per_arm).arm) == 0
+
+
+def test_reward_bounds_bad_values_and_a_reward_outside_them():
+    rewards = np.ones((3, 10))
+    sizes = np.array([10, 2, 0])
+    with pytest.raises(ValueError, match=r"outside reward_bounds=\(lo, hi\)"):
+        best_arm(jax.random.PRNGKey(0), rewards, population_sizes=sizes, reward_bounds=(-0.5, 0.5))
+    out = jax.jit(lambda r: best_arm(jax.random.PRNGKey(0), r, population_sizes=sizes, reward_bounds=(-0.5, 0.5)))(
+        jnp.asarray(rewards))
+    assert int(out.arm) == -1 and bool(out.nonfinite)
+    with pytest.raises(ValueError, match="lo <= hi"):
+        best_arm(jax.random.PRNGKey(0), rewards, population_sizes=sizes, reward_bounds=(1.0, -1.0))
+    with pytest.raises(ValueError, match=r"shape \(3,\)"):
+        best_arm(jax.random.PRNGKey(0), rewards, population_sizes=sizes, reward_bounds=(np.zeros(2), 1.0))
+    with pytest.raises(ValueError, match="a pair"):
+        best_arm(jax.random.PRNGKey(0), rewards, population_sizes=sizes, reward_bounds=1.0)
+    with pytest.raises(ValueError, match="pass population_sizes"):
+        best_arm(jax.random.PRNGKey(0), rewards, reward_bounds=(-1.0, 1.0))

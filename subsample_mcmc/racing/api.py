@@ -140,21 +140,21 @@ def _core(key, rewards, arm_offset, bound_param, ranges, control_variate, *, rew
 _core_jit = jax.jit(_core, static_argnames=("reward_fn", "config"))
 
 
-def _unequal_core(key, rewards, arm_offset, bound_param, sizes, *, reward_fn, config):
+def _unequal_core(key, rewards, arm_offset, bound_param, sizes, reward_bounds, *, reward_fn, config):
     _TRACES["count"] += 1
     n_arms, max_size, first_batch, guard = config
     if reward_fn is None:
         def reward_fn(arms, idx):
             return rewards[arms, idx]
     return run_race_unequal(key, reward_fn, arm_offset, bound_param, sizes, num_arms=n_arms,
-                            max_size=max_size, first_batch=first_batch, guard=guard)
+                            max_size=max_size, first_batch=first_batch, guard=guard, reward_bounds=reward_bounds)
 
 
 _unequal_core_jit = jax.jit(_unequal_core, static_argnames=("reward_fn", "config"))
 
 
 def _best_arm_unequal(key, rewards, bound, delta, sizes, *, first_batch, arm_offset, num_arms,
-                      population_size, control_variate, check_finite):
+                      population_size, control_variate, check_finite, reward_bounds=None):
     """:func:`best_arm` with ``population_sizes`` (App. C.3; :mod:`.unequal`)."""
     if not isinstance(bound, (NormalBound, ExactBound)):
         raise ValueError(
@@ -202,6 +202,9 @@ def _best_arm_unequal(key, rewards, bound, delta, sizes, *, first_batch, arm_off
     if offsets.shape != (n_arms,):
         raise ValueError(f"arm_offset must have shape ({n_arms},), got {offsets.shape}")
     stages = unequal_num_stages(max_size, m1)
+    if reward_bounds is not None:
+        reward_bounds = _check_reward_bounds(reward_bounds, n_arms)
+        stages = max(stages, 2)  # arms of <= m1 rewards are read, if at all, in a second stage
     if isinstance(bound, ExactBound) or stages <= 1:
         param = np.inf
     elif _is_tracer(delta):
@@ -209,12 +212,36 @@ def _best_arm_unequal(key, rewards, bound, delta, sizes, *, first_batch, arm_off
     else:
         param = b_normal_union(delta / (n_arms - 1), stages)
     guard = isinstance(bound, NormalBound) and bound.applies_tail_guard
-    result = _unequal_core_jit(key, reward_array, offsets, jnp.asarray(param, jnp.float32), sizes,
+    result = _unequal_core_jit(key, reward_array, offsets, jnp.asarray(param, jnp.float32), sizes, reward_bounds,
                                reward_fn=reward_fn, config=(n_arms, max_size, m1, guard))
     if not _is_tracer(result.nonfinite) and bool(jnp.any(result.nonfinite)):
+        if reward_bounds is not None:
+            raise ValueError("the rewards function returned a NaN or infinite reward, or one outside "
+                             "reward_bounds=(lo, hi); the race stopped (inside jit/vmap this is reported as "
+                             "arm == -1, nonfinite == True): widen reward_bounds to bounds every reward obeys")
         raise ValueError("the rewards function returned a NaN or infinite reward; the race stopped "
                          "(inside jit/vmap this is reported as arm == -1, nonfinite == True)")
     return result
+
+
+def _check_reward_bounds(reward_bounds, n_arms):
+    """``(lo, hi)`` as two float arrays, scalars or ``[n_arms]``, checked when concrete."""
+    try:
+        lo, hi = reward_bounds
+    except (TypeError, ValueError):
+        raise ValueError(f"reward_bounds must be a pair (lo, hi) of scalars or [{n_arms}] arrays bounding every "
+                         f"reward, got {reward_bounds!r}") from None
+    lo, hi = _as_float_array(lo), _as_float_array(hi)
+    for name, x in (("lo", lo), ("hi", hi)):
+        if x.shape not in ((), (n_arms,)):
+            raise ValueError(f"reward_bounds: {name} must be a scalar or have shape ({n_arms},) (one per arm), "
+                             f"got shape {x.shape}")
+    if not (_is_tracer(lo) or _is_tracer(hi)):
+        lo_np, hi_np = np.asarray(lo), np.asarray(hi)
+        if not (np.all(np.isfinite(lo_np)) and np.all(np.isfinite(hi_np)) and np.all(lo_np <= hi_np)):
+            raise ValueError(f"reward_bounds must be finite with lo <= hi (every reward in [lo, hi]), got "
+                             f"lo={lo_np}, hi={hi_np}")
+    return lo, hi
 
 
 def _as_float_array(x):
@@ -233,6 +260,7 @@ def best_arm(
     first_batch: Optional[int] = None,
     variance: str = "pairwise",
     reward_range=None,
+    reward_bounds=None,
     control_variate: Optional[TaylorControlVariate] = None,
     num_arms: Optional[int] = None,
     population_size: Optional[int] = None,
@@ -321,6 +349,14 @@ def best_arm(
             array padded past each size, or a function ``(arms, indices) -> rewards``
             (elementwise, ``indices[k] < N_{arms[k]}``; then ``population_size`` is the
             largest size).  Methods ``"normal"``/``"normal_union"`` and ``"exact"``.
+        reward_bounds: with ``population_sizes``, ``(lo, hi)`` (scalars or ``[num_arms]``)
+            such that every reward of arm ``y`` lies in ``[lo_y, hi_y]`` (e.g. a bounded
+            pairwise factor).  Arms of at most ``first_batch`` rewards are then not read in
+            the first stage: arm ``y`` is dropped unread once its largest possible total
+            ``arm_offset_y + N_y hi_y`` falls below the leader's lower confidence limit
+            ``S_hat_x - B sqrt(V_x)`` (one comparison per pair and stage, as in Eq. 27's
+            union bound, so the error level is unchanged).  Small clusters facing a strong
+            leader then cost nothing.  A reward read outside its bounds stops the race.
 
     Returns:
         :class:`RaceResult` with ``arm``, ``num_rewards_read`` (the paper's cost:
@@ -363,7 +399,11 @@ def best_arm(
     if population_sizes is not None:
         return _best_arm_unequal(key, rewards, bound, delta, population_sizes, first_batch=first_batch,
                                  arm_offset=arm_offset, num_arms=num_arms, population_size=population_size,
-                                 control_variate=control_variate, check_finite=check_finite)
+                                 control_variate=control_variate, check_finite=check_finite,
+                                 reward_bounds=reward_bounds)
+    if reward_bounds is not None:
+        raise ValueError("reward_bounds applies to races over populations of different sizes: pass "
+                         "population_sizes as well, or reward_range=hi - lo for the 'ebs' and 'lil_ucb' bounds")
 
     # --- the reward source -------------------------------------------------------
     if callable(rewards):

@@ -40,6 +40,25 @@ before the last (the exact ``B_Normal`` of Corollary 4 assumes one doubling sche
 shared by the compared rewards, which per-arm schedules break).  The race is exact once
 every surviving arm is read in full, so it never reads more than ``sum_y N_y`` rewards.
 
+Known reward bounds (``reward_bounds=(lo, hi)``, optional).  When every reward of arm ``y``
+lies in ``[lo_y, hi_y]`` (a bounded pairwise factor), an arm not read yet is known to total at
+most ``U_y = o_y + N_y hi_y``.  Arms with ``N_y <= m1``, which the schedule would read in full
+at once, then wait: each comparison enters them at ``U_y`` with ``V_y = 0``, so the test
+above drops arm ``y`` unread when
+
+    (o_x + S_hat_x) - U_y  >  B sqrt(V_x),
+
+and it is read (in full) at the next stage only if it survives a comparison that could have
+dropped it (with the guard: once the leader has passed the guard's size rule), at the last
+stage at the latest.  Since ``U_y >= o_y + S_y``, dropping ``y`` wrongly needs the leader's
+total to be overestimated by ``B sqrt(V_x)``, an event no likelier than the pairwise test's
+error; each pair still meets one comparison per stage, so Eq. 27's union constant and the
+error level are unchanged.  A leader holding a large cluster with a strongly positive total
+then spares the many clusters of one to three mentions of a coreference move, which the
+paper's schedule reads in full: the cost of a move falls from about ``sum_y min(N_y, m1)``
+toward ``m1`` times the number of large clusters.  A reward read outside its bounds stops the
+race (``nonfinite``), since the bounds would no longer hold.
+
 Heavy-tail guard (on by default, as in :func:`~.api.best_arm`).  The paper "slightly
 abuses the Normal assumption" with ``m1 = 3``.  With the guard a comparison may eliminate
 only when each of its two arms is read in full or has ``T_y >= 28 + 25 max(g1^2, k - 3)``
@@ -129,6 +148,7 @@ class _State(NamedTuple):
     sums: jax.Array  # [4, D] sum of e, e^2, e^3, e^4 with e = l - centre
     read: jax.Array  # rewards read, all arms
     computed: jax.Array  # slots computed (masked ones included)
+    waiting: jax.Array  # bool[D] small arms not read until a decision could have dropped them (reward_bounds)
 
 
 def run_race_unequal(
@@ -144,6 +164,7 @@ def run_race_unequal(
     second_fraction: float = SECOND_FRACTION,
     guard: bool = True,
     block: int = 32,
+    reward_bounds=None,
 ) -> RaceResult:
     r"""Find ``argmax_y arm_offset_y + sum_{n < N_y} l_{y,n}`` (see the module docstring).
 
@@ -161,6 +182,11 @@ def run_race_unequal(
         first_batch, second_fraction: the schedule (``m1``, ``r``).
         guard: the heavy-tail guard.
         block: slots evaluated at once.
+        reward_bounds: ``None`` (the paper's race) or ``(lo, hi)``, scalars or ``[D]``: every
+            reward of arm ``y`` lies in ``[lo_y, hi_y]``.  Arms with ``N_y <= m1`` are then
+            deferred from the first stage and dropped unread once
+            ``o_y + N_y hi_y < S_hat_x - B sqrt(V_x)`` (see the module docstring); a reward
+            read outside its bounds stops the race like a non-finite one.
     """
     n_arms = int(num_arms)
     t_star = unequal_num_stages(int(max_size), int(first_batch), float(second_fraction))
@@ -172,15 +198,33 @@ def run_race_unequal(
     def index(arm, pos):
         return sized_permuted_indices(round_keys[arm], sizes[arm], pos)
 
-    # first stage: each arm's first reward fixes its centre (and the statistics' dtype)
-    first = reward_fn(arms, index(arms, jnp.zeros((n_arms,), jnp.int32)))
-    dtype = jnp.result_type(first.dtype, arm_offset.dtype, jnp.float32)
-    first, arm_offset = first.astype(dtype), arm_offset.astype(dtype)
+    bounded = reward_bounds is not None
+    if bounded:
+        # known reward bounds: no reward is read before the first stage; the power sums are about
+        # the middle of each arm's range, and arms of at most m1 rewards wait for the first decision
+        lo, hi = reward_bounds
+        dtype = jnp.result_type(jnp.asarray(lo).dtype, jnp.asarray(hi).dtype, arm_offset.dtype, jnp.float32)
+        lo = jnp.broadcast_to(jnp.asarray(lo, dtype), (n_arms,))
+        hi = jnp.broadcast_to(jnp.asarray(hi, dtype), (n_arms,))
+        arm_offset = arm_offset.astype(dtype)
+        t_star = max(t_star, 2)
+    else:
+        # first stage: each arm's first reward fixes its centre (and the statistics' dtype)
+        first = reward_fn(arms, index(arms, jnp.zeros((n_arms,), jnp.int32)))
+        dtype = jnp.result_type(first.dtype, arm_offset.dtype, jnp.float32)
+        first, arm_offset = first.astype(dtype), arm_offset.astype(dtype)
     b0 = jnp.asarray(bound_param, dtype)
 
     def merge(state: _State, arm, values, valid):
         values = values.astype(dtype)
-        finite = jnp.all(jnp.isfinite(values) | ~valid)
+        finite = jnp.isfinite(values)
+        if bounded:
+            finite = finite & (values >= lo[arm]) & (values <= hi[arm])
+        finite = jnp.all(finite | ~valid)
+        if bounded:  # an arm's first values read fix its centre (power sums about the data, not about 0)
+            fresh = valid & (state.count[arm] == 0)
+            first = jax.ops.segment_max(jnp.where(fresh, values, -jnp.inf), arm, num_segments=n_arms)
+            state = state._replace(centre=jnp.where(jnp.isfinite(first), first, state.centre))
         e = jnp.where(valid & finite, values - state.centre[arm], 0.0)
         powers = jnp.stack([e, e * e, e ** 3, e ** 4])
         add = jax.vmap(lambda p: jax.ops.segment_sum(p, arm, num_segments=n_arms))(powers)
@@ -218,7 +262,17 @@ def run_race_unequal(
         full = state.count >= sizes
         fpc = jnp.where(full | (sizes <= 1), 0.0, 1.0 - (t - 1.0) / jnp.maximum(n - 1.0, 1.0))
         v = jnp.where(full, 0.0, n * n * var / t * fpc)
-        leader = jnp.argmax(jnp.where(state.alive, total, -jnp.inf)).astype(jnp.int32)
+        if bounded:
+            # an arm not read yet enters every comparison at its largest possible total, known exactly
+            unread = has & (state.count == 0)
+            total = jnp.where(unread, arm_offset + n * hi, total)
+            full = full | unread
+            v = jnp.where(unread, 0.0, v)
+            known = state.alive & ~unread
+            leader = jnp.argmax(jnp.where(known, total, -jnp.inf)).astype(jnp.int32)
+            any_known = jnp.any(known)
+        else:
+            leader = jnp.argmax(jnp.where(state.alive, total, -jnp.inf)).astype(jnp.int32)
         gap = total[leader] - total
         v_pair = v[leader] + v
         b = b0
@@ -234,26 +288,48 @@ def run_race_unequal(
             tiny = jnp.finfo(dtype).tiny
             gamma = jnp.where(v_pair > tiny, (k3[leader] - k3) / jnp.maximum(v_pair, tiny) ** 1.5, 0.0)
             b = b0 + jnp.abs(gamma) * (2.0 * b0 * b0 + 1.0) / 6.0
-        width = b * jnp.sqrt(v_pair)
+        width = jnp.where(v_pair > 0, b * jnp.sqrt(v_pair), 0.0)
         both_full = full & full[leader]
-        eliminated = (arms != leader) & (both_full | ((gap > width) & allowed))
+        if bounded:
+            # an unread arm's total is only an upper bound: it goes when the leader is surely above it
+            exact_pair = both_full & ~unread
+            eliminated = any_known & (arms != leader) & (exact_pair | ((gap > width) & allowed))
+        else:
+            eliminated = (arms != leader) & (both_full | ((gap > width) & allowed))
         alive = state.alive & ~eliminated
         finished = jnp.sum(alive) == 1
         arm = jnp.where(state.nonfinite, -1, jnp.where(finished, leader, state.arm))
+        waiting = state.waiting
+        if bounded:  # a small arm is read once a comparison with a leader could have dropped it, and survived
+            waiting = waiting & ~(any_known & allowed[leader])
         return state._replace(alive=alive, done=finished | state.nonfinite, arm=arm.astype(jnp.int32),
-                              stage=state.stage + 1)
+                              stage=state.stage + 1, waiting=waiting)
 
-    finite0 = jnp.all(jnp.isfinite(first) | ~has)
-    centre = jnp.where(has & jnp.isfinite(first), first, 0.0).astype(dtype)
-    state = _State(
-        stage=jnp.array(0, jnp.int32), done=jnp.array(False), nonfinite=~finite0,
-        alive=jnp.ones((n_arms,), bool), arm=jnp.array(-1, jnp.int32),
-        count=has.astype(jnp.int32), centre=centre, sums=jnp.zeros((4, n_arms), dtype),
-        read=jnp.sum(has.astype(jnp.int32)), computed=jnp.array(n_arms, jnp.int32),
-    )
+    if bounded:
+        state = _State(
+            stage=jnp.array(0, jnp.int32), done=jnp.array(False),
+            nonfinite=~jnp.all(jnp.isfinite(lo) & jnp.isfinite(hi) & (lo <= hi)),
+            alive=jnp.ones((n_arms,), bool), arm=jnp.array(-1, jnp.int32),
+            count=jnp.zeros((n_arms,), jnp.int32), centre=jnp.zeros((n_arms,), dtype),
+            sums=jnp.zeros((4, n_arms), dtype),
+            read=jnp.array(0, jnp.int32), computed=jnp.array(0, jnp.int32),
+            waiting=has & (sizes <= first_batch),
+        )
+    else:
+        finite0 = jnp.all(jnp.isfinite(first) | ~has)
+        centre = jnp.where(has & jnp.isfinite(first), first, 0.0).astype(dtype)
+        state = _State(
+            stage=jnp.array(0, jnp.int32), done=jnp.array(False), nonfinite=~finite0,
+            alive=jnp.ones((n_arms,), bool), arm=jnp.array(-1, jnp.int32),
+            count=has.astype(jnp.int32), centre=centre, sums=jnp.zeros((4, n_arms), dtype),
+            read=jnp.sum(has.astype(jnp.int32)), computed=jnp.array(n_arms, jnp.int32),
+            waiting=jnp.zeros((n_arms,), bool),
+        )
 
     def stage_body(state):
         target = _targets(sizes, state.stage + 1, first_batch, second_fraction)
+        if bounded:  # the last stage reads every arm still racing
+            target = jnp.where(state.waiting & (state.stage + 1 < t_star), 0, target)
         return decide(read_stage(state, target))
 
     state = lax.while_loop(lambda s: ~s.done & (s.stage < t_star), stage_body, state)
