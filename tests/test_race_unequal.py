@@ -242,3 +242,17 @@ def test_reward_bounds_bad_values_and_a_reward_outside_them():
         best_arm(jax.random.PRNGKey(0), rewards, population_sizes=sizes, reward_bounds=1.0)
     with pytest.raises(ValueError, match="pass population_sizes"):
         best_arm(jax.random.PRNGKey(0), rewards, reward_bounds=(-1.0, 1.0))
+
+
+@pytest.mark.parametrize("bounds", [None, (-1.0, 100.0)])
+def test_exact_reads_everything_even_when_a_partial_read_shows_no_spread(bounds):
+    """Arm 0 is fifty zeros but one 100, arm 1 fifty ones: the first reads of both have zero sample variance.
+    The exact race must not compare those partial totals (it would drop arm 0); the Normal race may err, not
+    exact."""
+    rewards = np.zeros((2, 50))
+    rewards[0, 17] = 100.0
+    rewards[1] = 1.0
+    for k in range(5):
+        r = best_arm(jax.random.PRNGKey(k), rewards, method="exact", population_sizes=np.array([50, 50]),
+                     reward_bounds=bounds)
+        assert int(r.arm) == 0 and int(r.num_rewards_read) == 100

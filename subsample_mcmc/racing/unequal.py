@@ -288,11 +288,12 @@ def run_race_unequal(
             tiny = jnp.finfo(dtype).tiny
             gamma = jnp.where(v_pair > tiny, (k3[leader] - k3) / jnp.maximum(v_pair, tiny) ** 1.5, 0.0)
             b = b0 + jnp.abs(gamma) * (2.0 * b0 * b0 + 1.0) / 6.0
-        width = jnp.where(v_pair > 0, b * jnp.sqrt(v_pair), 0.0)
+        width = b * jnp.sqrt(v_pair)  # NaN for the exact race (B = inf) on a zero variance: no test
         both_full = full & full[leader]
         if bounded:
             # an unread arm's total is only an upper bound: it goes when the leader is surely above it
-            exact_pair = both_full & ~unread
+            # (a leader read in full: for certain, whatever B is)
+            exact_pair = (both_full & ~unread) | (unread & full[leader] & (gap > 0))
             eliminated = any_known & (arms != leader) & (exact_pair | ((gap > width) & allowed))
         else:
             eliminated = (arms != leader) & (both_full | ((gap > width) & allowed))
