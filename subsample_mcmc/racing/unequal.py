@@ -200,8 +200,8 @@ def run_race_unequal(
 
     bounded = reward_bounds is not None
     if bounded:
-        # known reward bounds: no reward is read before the first stage; the power sums are about
-        # the middle of each arm's range, and arms of at most m1 rewards wait for the first decision
+        # known reward bounds: no reward is read before the first stage (each arm's power sums are
+        # centred on its first values read, in merge), and arms of at most m1 rewards wait
         lo, hi = reward_bounds
         dtype = jnp.result_type(jnp.asarray(lo).dtype, jnp.asarray(hi).dtype, arm_offset.dtype, jnp.float32)
         lo = jnp.broadcast_to(jnp.asarray(lo, dtype), (n_arms,))
