@@ -126,6 +126,13 @@ def test_pandas_objects_are_refused_with_a_hint():
     with pytest.raises(ValueError, match=r"argument 'x'.*pandas.*to_numpy"):
         MCMC(RacingMH(linreg), num_warmup=1, num_samples=1, progress_bar=False).run(
             jax.random.PRNGKey(0), x=pd.DataFrame(X64), y=Y64)
+    # a whole table passed as one argument: the message names the columns route
+    with pytest.raises(ValueError, match=r"argument 'x'.*DataFrame.*columns the model reads.*x\['x'\]"):
+        MCMC(RacingMH(linreg), num_warmup=1, num_samples=1, progress_bar=False).run(
+            jax.random.PRNGKey(0), pd.DataFrame(X64), Y64)
+    with pytest.raises(ValueError, match=r"argument 'y'.*Series.*to_numpy\(\) \(or .values\) instead;"):
+        MCMC(RacingMH(linreg), num_warmup=1, num_samples=1, progress_bar=False).run(
+            jax.random.PRNGKey(0), X64, pd.Series(Y64))
 
 
 @pytest.fixture(scope="module")

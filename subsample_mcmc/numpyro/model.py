@@ -436,10 +436,14 @@ class ModelSubsampler:
             for path, leaf in leaves:
                 if _is_pandas(leaf) and _leading(leaf, n):
                     full = name + jax.tree_util.keystr(path)
+                    fix = f"pass {full}.to_numpy() (or .values) instead"
+                    if type(leaf).__name__ == "DataFrame":  # a model that reads df["col"] needs the columns
+                        fix += (f", or the columns the model reads as separate arrays (e.g. x={full}['x']"
+                                f".to_numpy(), y={full}['y'].to_numpy())")
                     raise ValueError(
-                        f"argument {full!r} is a pandas {type(leaf).__name__} with N={n} rows: pass "
-                        f"{full}.to_numpy() (or .values) instead; per-datum arrays are indexed along "
-                        "their leading dimension, which pandas objects do not support"
+                        f"argument {full!r} is a pandas {type(leaf).__name__} with N={n} rows: {fix}; "
+                        "per-datum arrays are indexed along their leading dimension, which pandas objects "
+                        "do not support"
                     )
 
     def _map_data(self, fn, model_args, model_kwargs):
