@@ -305,9 +305,14 @@ def test_linear_feature_control_variate_closed_form_and_checked_against_the_mode
         assert np.all(np.abs(draws.std(0) / sd - 1) < 0.25), (d, draws.std(0), sd)
     assert np.mean(np.asarray(ef["mh_race_stage"]) == 1) > 0.5  # most MH races stop at their first batch
     wrong = _polynomial_control_variates(x, y, noise_scale=2.0)
+    refusing = ModelSelection(pm.polynomial_models(DEGREES), control_variate=wrong)
+    refusing._pseudoprior = lambda *a: pytest.fail("the control variate is checked before any pseudoprior fit")
     with pytest.raises(ValueError, match=r"control_variate\['degree1'\].*disagrees with the model at data index"):
-        ModelSelection(pm.polynomial_models(DEGREES), control_variate=wrong).init(
-            jax.random.PRNGKey(0), 10, None, (x, y), None)
+        refusing.init(jax.random.PRNGKey(0), 10, None, (x, y), None)
+    short = ModelSelection(pm.polynomial_models(DEGREES), control_variate=_polynomial_control_variates(x[:4000], y[:4000]))
+    short.kernels[0].init = lambda *a: pytest.fail("the sizes are checked before any model's mode search")
+    with pytest.raises(ValueError, match=r"control_variate\['degree1'\] has 4000 covariate rows, the data plate 5000"):
+        short.init(jax.random.PRNGKey(0), 10, None, (x, y), None)
     with pytest.raises(ValueError, match="control_variate must map every model name"):
         ModelSelection(pm.polynomial_models(DEGREES),
                        control_variate={"degree1": _polynomial_control_variates(x, y)["degree1"]})

@@ -337,6 +337,7 @@ class ModelSelection(InitOnceKernel):
             if not isinstance(init_params, dict) or not set(init_params) <= set(self.names):
                 raise ValueError("init_params of ModelSelection must be a dict {model name: that model's "
                                  f"init_params}} with names among {self.names}")
+        self._check_control_variate_sizes()
         keys = (jax.vmap(lambda k: jax.random.split(k, self.num_models + 1))(rng_key) if self._vectorized
                 else jax.random.split(rng_key, self.num_models + 1))
         inner, pseudo = [], []
@@ -344,6 +345,7 @@ class ModelSelection(InitOnceKernel):
             key_j = keys[:, j] if self._vectorized else keys[j]
             params = None if init_params is None else init_params.get(name)
             st = kern.init(key_j, num_warmup, params, model_args, model_kwargs)
+            self._check_control_variate(name, kern, st, model_args, model_kwargs)  # before the pseudoprior fit
             g = self._pseudoprior(name, kern, st, model_args, model_kwargs)
             if self._vectorized and jnp.ndim(g.mean) == 1:  # one fit serves every chain
                 c = jnp.shape(st.i)[0]
@@ -437,23 +439,42 @@ class ModelSelection(InitOnceKernel):
                           "reparametrize the model", stacklevel=4)
         return copula_pseudoprior(flat)
 
+    def _check_control_variate_sizes(self):
+        """What ``control_variate`` needs of the data plate, checked before any fit."""
+        if self.control_variates is None:
+            return
+        for name, cv in self.control_variates.items():
+            if cv.size != self._size:
+                raise ValueError(f"control_variate[{name!r}] has {cv.size} covariate rows, the data plate "
+                                 f"{self._size}: build it from the same data the models are conditioned on")
+        n_exact = int(np.floor(max(c.exact_fraction for c in self.control_variates.values()) * self._size))
+        if self._size - n_exact < self.race_options["first_batch"]:
+            raise ValueError(f"control_variate: exact_fraction leaves {self._size - n_exact} raced points, fewer "
+                             f"than first_batch={self.race_options['first_batch']}: lower exact_fraction")
+
+    def _check_control_variate(self, name, kern, st, model_args, model_kwargs):
+        """The features' likelihood of model ``name`` against the model's own, at its mode."""
+        if self.control_variates is None:
+            return
+        first = (lambda v: v[0]) if self._vectorized else (lambda v: v)
+        cv, ms = self.control_variates[name], kern._subsampler
+        values = ms.constrain(kern._unravel(first(st.center)))
+        cv.check(lambda v, idx: ms.log_likelihood(v, idx, model_args, model_kwargs), values,
+                 name=f"control_variate[{name!r}]")
+
     def _feature_proxies(self, inner, pseudo, model_args, model_kwargs) -> dict:
         """``control_variate``'s state fields: each model's :class:`~subsample_mcmc.racing.LinearFeatureProxy`
         at its MAP (chain 0's with vectorized chains), and the points read exactly: the
         ``exact_fraction`` of largest residual ``|l_n - h_n|`` (about its median) at
-        ``_PROXY_PROBES`` pseudoprior draws of every model.  Checks each features' likelihood against
-        its model first."""
+        ``_PROXY_PROBES`` pseudoprior draws of every model (each features' likelihood was checked
+        against its model in ``_init_states``, before the pseudoprior fits)."""
         if self.control_variates is None:
             return {}
         first = (lambda v: v[0]) if self._vectorized else (lambda v: v)
         proxies, score = [], jnp.zeros(self._size)
         for j, (name, kern, st, g) in enumerate(zip(self.names, self.kernels, inner, pseudo)):
             cv, ms, unravel = self.control_variates[name], kern._subsampler, kern._unravel
-            if cv.size != self._size:
-                raise ValueError(f"control_variate[{name!r}] has {cv.size} covariate rows, the data plate {self._size}")
-            values = ms.constrain(unravel(first(st.center)))
-            cv.check(lambda v, idx, ms=ms: ms.log_likelihood(v, idx, model_args, model_kwargs), values,
-                     name=f"control_variate[{name!r}]")
+            values = ms.constrain(unravel(first(st.center)))  # checked in _init_states
             proxy = cv.proxy(values, sums=False)  # the sums once the raced points are known
             g0 = jax.tree.map(first, g)
 
@@ -470,8 +491,6 @@ class ModelSelection(InitOnceKernel):
         n_exact = int(np.floor(max(c.exact_fraction for c in self.control_variates.values()) * self._size))
         order = np.argsort(-np.asarray(score), kind="stable")
         exact, raced = np.sort(order[:n_exact]), np.sort(order[n_exact:])
-        if raced.shape[0] < self.race_options["first_batch"]:
-            raise ValueError("control_variate: exact_fraction leaves fewer raced points than first_batch")
         proxies = tuple(p.restricted(raced) for p in proxies)
         out = dict(feature_proxies=proxies, raced_indices=jnp.asarray(raced, jnp.int32),
                    exact_indices=jnp.asarray(exact, jnp.int32))
