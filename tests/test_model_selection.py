@@ -367,6 +367,12 @@ def test_model_probabilities_divides_out_the_adjustment_with_calibrated_errors()
     zs = np.array(zs)
     assert np.all(np.abs(zs.mean(0)) < 0.25)
     assert np.all((zs.std(0) > 0.8) & (zs.std(0) < 1.25))
+    # batch means on request: the same delta method, the same scale of error on this chain
+    est_b, se_b = model_probabilities(draws[None], a[None], 3, num_batches=40)
+    np.testing.assert_array_equal(est_b, est)
+    assert np.all((se_b > 0.6 * se) & (se_b < 1.6 * se)), (se_b, se)
+    with pytest.raises(ValueError, match=r"num_batches must lie in \[2, 2000\]"):
+        model_probabilities(draws[None], a[None], 3, num_batches=1)
     # adjustments hundreds of nats apart (the Laplace start) and an unvisited model: no overflow
     shift = np.array([0.0, 800.0, -900.0, 5.0])
     draws = np.array([[0, 1, 1, 0, 1, 3, 0, 1] * 50])

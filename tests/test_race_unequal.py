@@ -159,6 +159,16 @@ def test_float64_rewards_under_x64_and_first_batch_checks():
             assert int(r.arm) == want
         s = sample_discrete(jax.random.PRNGKey(0), jnp.zeros(3, jnp.float32), r64, population_sizes=sizes)
         assert 0 <= int(s.value) < 3
+        # with reward bounds, under jit and vmap as well (the fresh-user trial: a while_loop carry dtype)
+        bounded = np.clip(r64, -3.0, 3.0)
+        want_b = int(np.argmax([bounded[k, :n].sum() for k, n in enumerate(sizes)]))
+        for bounds in ((-3.0, 3.0), (np.full(3, -3.0), np.full(3, 3.0))):
+            r = best_arm(jax.random.PRNGKey(0), bounded, population_sizes=sizes, reward_bounds=bounds, method="exact")
+            assert int(r.arm) == want_b and int(r.num_rewards_read) == sum(sizes)
+        out = jax.jit(jax.vmap(lambda k: sample_discrete(k, jnp.zeros(3), jnp.asarray(bounded), population_sizes=sizes,
+                                                         reward_bounds=(-3.0, 3.0)).value))(
+            jax.random.split(jax.random.PRNGKey(1), 8))
+        assert np.all((np.asarray(out) >= 0) & (np.asarray(out) < 3))
     with pytest.raises(ValueError, match="first_batch must be an integer >= 2"):
         best_arm(jax.random.PRNGKey(0), r64, population_sizes=sizes, first_batch=1)
     with pytest.raises(ValueError, match="log_f0 has 2 entries but rewards has 3 rows"):

@@ -760,7 +760,7 @@ class ModelPosterior(NamedTuple):
 
     names: list
     probabilities: np.ndarray  # [K]
-    stderr: np.ndarray  # [K] Monte Carlo standard errors (batch means, delta method)
+    stderr: np.ndarray  # [K] Monte Carlo standard errors (delta method, ArviZ MCSE of the influence series)
     visits: np.ndarray  # [K] draws in each model, all chains
     log_prior_adjustment: np.ndarray  # [C, K] the frozen Wang-Landau a of each chain
     #: Kish's effective number of the draws weighted by ``exp(-a_k)``, ``(sum w)^2 / sum w^2`` summed over
@@ -785,8 +785,9 @@ def _kernel(mcmc) -> ModelSelection:
 def model_posterior(mcmc, num_batches: Optional[int] = None) -> ModelPosterior:
     r"""Posterior model probabilities of a :class:`ModelSelection` run, the Wang-Landau
     adjustment divided out: ``p(k | y) ∝ p~(k | y) exp(-a_k)`` per chain, averaged over
-    chains, with Monte Carlo standard errors (batch means of the model indicators and the
-    delta method: :func:`~subsample_mcmc.kernels.product_space.model_probabilities`)."""
+    chains, with Monte Carlo standard errors (the delta method: ArviZ's MCSE of the estimator's
+    influence series, or batch means with ``num_batches`` batches per chain;
+    :func:`~subsample_mcmc.kernels.product_space.model_probabilities`)."""
     kernel = _kernel(mcmc)
     models = np.asarray(mcmc.get_samples(group_by_chain=True)[MODEL_SITE])
     a = np.asarray(mcmc.last_state.log_prior_adjustment, np.float64).reshape(models.shape[0], kernel.num_models)

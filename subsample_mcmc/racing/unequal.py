@@ -231,7 +231,7 @@ def run_race_unequal(
         got = jax.ops.segment_sum(valid.astype(jnp.int32), arm, num_segments=n_arms)
         return state._replace(sums=state.sums + add, count=state.count + got,
                               nonfinite=state.nonfinite | ~finite,
-                              read=state.read + jnp.sum(valid.astype(jnp.int32)),
+                              read=(state.read + jnp.sum(valid.astype(jnp.int32))).astype(jnp.int32),  # x64
                               computed=state.computed + values.shape[0])
 
     def read_stage(state: _State, target) -> _State:
@@ -323,7 +323,7 @@ def run_race_unequal(
             stage=jnp.array(0, jnp.int32), done=jnp.array(False), nonfinite=~finite0,
             alive=jnp.ones((n_arms,), bool), arm=jnp.array(-1, jnp.int32),
             count=has.astype(jnp.int32), centre=centre, sums=jnp.zeros((4, n_arms), dtype),
-            read=jnp.sum(has.astype(jnp.int32)), computed=jnp.array(n_arms, jnp.int32),
+            read=jnp.sum(has.astype(jnp.int32)).astype(jnp.int32), computed=jnp.array(n_arms, jnp.int32),
             waiting=jnp.zeros((n_arms,), bool),
         )
 
