@@ -48,7 +48,11 @@ def run_job(*, data: str = "febrl", mentions: Optional[int] = None, seeds: int =
         raise ValueError(f"sweeps and seeds must be >= 1, got sweeps={sweeps}, seeds={seeds}")
     if os.path.exists(output) and not os.path.isdir(output):
         raise ValueError(f"output {output!r} exists and is not a folder: pass a folder path to --output")
-    os.makedirs(output, exist_ok=True)
+    try:
+        os.makedirs(output, exist_ok=True)
+    except OSError as err:
+        raise ValueError(f"output {output!r} cannot be created ({err.strerror}): pass a writable folder to --output") \
+            from None
     num = m.signatures.shape[0]
     print(f"coref: {data}, {num:,} mentions, {len(np.unique(m.entity)):,} true entities, "
           f"{int(m.block.max()) + 1} blocks; {seeds} seeds x {sweeps} sweeps; delta={delta}")
@@ -81,7 +85,8 @@ def run_job(*, data: str = "febrl", mentions: Optional[int] = None, seeds: int =
         "factor_bounds": factor_bounds,
         "b3_f1": f1, "b3_f1_stderr": f1_se,
         "factor_evaluations": evals,
-        "factor_evaluation_ratio": evals["exact"] / evals["racing"],
+        # None (JSON null) when racing read no factor (every mention alone in its block)
+        "factor_evaluation_ratio": evals["exact"] / evals["racing"] if evals["racing"] > 0 else None,
         "slots_computed": {k: float(np.mean([r.slots_computed[-1] for r in v])) for k, v in runs.items()},
         "seconds": {k: float(np.mean([r.seconds[-1] for r in v])) for k, v in runs.items()},
         "decision_error_rate": errors / checked if checked else None,
@@ -92,8 +97,9 @@ def run_job(*, data: str = "febrl", mentions: Optional[int] = None, seeds: int =
     with open(os.path.join(output, "summary.json"), "w") as fh:
         json.dump(summary, fh, indent=2)
     _figures(runs, output)
+    ratio = summary["factor_evaluation_ratio"]
     print(f"B3 F1 racing {f1['racing']:.4f} vs exact {f1['exact']:.4f}; factor evaluations "
-          f"{summary['factor_evaluation_ratio']:.2f}x fewer; decision error rate "
+          f"{f'{ratio:.2f}x fewer' if ratio is not None else 'none read by racing'}; decision error rate "
           f"{errors / max(checked, 1):.4f} ({errors} of {checked} checked moves, delta {delta})")
     if checked and errors > delta * checked + 3 * np.sqrt(delta * checked):
         print(f"WARNING: the measured decision error rate exceeds delta={delta}: rerun with --guard")
@@ -115,8 +121,8 @@ def _figures(runs, output):
                 x = r.factor_evaluations if xkey == "factor_evaluations" else np.arange(1, len(r.f1) + 1)
                 ax.plot(x, r.f1, color=colours[k], alpha=0.7, label=("Sub Gibbs" if k == "racing" else "Exact Gibbs")
                         if i == 0 else None)
-        if xkey == "factor_evaluations":
-            ax.set_xscale("log")
+        if xkey == "factor_evaluations" and any(r.factor_evaluations[-1] > 0 for v in runs.values() for r in v):
+            ax.set_xscale("log")  # (a run that read no factor has nothing to put on a log axis)
         ax.set_xlabel("# factor evaluations" if xkey == "factor_evaluations" else "sweep")
         ax.set_ylabel("B3 F1")
         ax.set_title(f"({name}) B3 F1 vs {'#factor evaluations' if name == 'a' else 'iteration'}")

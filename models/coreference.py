@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import functools
 import time
+import warnings
 import zlib
 from typing import Callable, NamedTuple, Optional, Sequence
 
@@ -98,6 +99,8 @@ def load_febrl(name: str = "febrl3", num_hashes: int = 16, limit: Optional[int] 
     loaders = {"febrl1": datasets.load_febrl1, "febrl2": datasets.load_febrl2, "febrl3": datasets.load_febrl3}
     if name not in loaders:
         raise ValueError(f"name must be one of {tuple(loaders)}, got {name!r}")
+    if limit is not None and (isinstance(limit, bool) or int(limit) != limit or limit < 1):
+        raise ValueError(f"limit must be an integer >= 1 (records to keep) or None (all), got {limit!r}")
     df = loaders[name]().fillna("")
     entity_key = np.array([int(rid.split("-")[1]) for rid in df.index])
     order = np.argsort(entity_key, kind="stable")
@@ -122,6 +125,15 @@ def synthetic_mentions(num_mentions: int, *, discount: float = 0.6, concentratio
     Each entity has random field signatures; a mention copies them, each hash replaced by a
     random value with probability ``noise`` (a similarity of about ``(1 - noise)^2`` within an
     entity, 0 across).  Entities are spread over ``num_blocks`` canopies."""
+    if not 0.0 <= discount < 1.0 or concentration <= -discount:
+        raise ValueError(f"a Pitman-Yor process needs 0 <= discount < 1 and concentration > -discount, got "
+                         f"discount={discount}, concentration={concentration}")
+    if not 0.0 <= noise <= 1.0:
+        raise ValueError(f"noise is the probability of replacing a hash: it must lie in [0, 1], got {noise}")
+    for name, v in (("num_mentions", num_mentions), ("num_blocks", num_blocks), ("num_fields", num_fields),
+                    ("num_hashes", num_hashes)):
+        if isinstance(v, bool) or int(v) != v or v < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
     rng = np.random.default_rng(seed)
     u = rng.random(num_mentions)
     entity = np.empty(num_mentions, np.int64)
@@ -176,7 +188,10 @@ def b_cubed(predicted: np.ndarray, truth: np.ndarray) -> tuple[float, float, flo
     ``P = (1/M) sum_i |C(i) ∩ T(i)| / |C(i)|``, ``R = (1/M) sum_i |C(i) ∩ T(i)| / |T(i)|``,
     ``F1 = 2 P R / (P + R)``, with ``C(i)`` and ``T(i)`` the predicted and true clusters of
     mention ``i`` (computed from the contingency counts ``n_ct``: ``P = sum n_ct^2 / |C| / M``)."""
-    predicted, truth = np.asarray(predicted), np.asarray(truth)
+    predicted, truth = np.asarray(predicted).ravel(), np.asarray(truth).ravel()
+    if predicted.shape != truth.shape or predicted.size == 0:
+        raise ValueError(f"predicted and truth must label the same mentions (equal, non-zero lengths), got "
+                         f"{predicted.size} and {truth.size}")
     _, c = np.unique(predicted, return_inverse=True)
     _, t = np.unique(truth, return_inverse=True)
     pair = c.astype(np.int64) * (t.max() + 1) + t
@@ -193,6 +208,27 @@ def temperatures(num_sweeps: int, start: float = 2.0, end: float = 0.25) -> np.n
     if num_sweeps <= 1:
         return np.array([end])
     return start * (end / start) ** (np.arange(num_sweeps) / (num_sweeps - 1))
+
+
+def _checked_mentions(mentions) -> Mentions:
+    """``mentions`` as NumPy arrays of the documented shapes, or a ValueError naming the field."""
+    if not isinstance(mentions, tuple) or len(mentions) != 4:
+        raise ValueError("mentions must be a Mentions(signatures, block, entity, weights) "
+                         "(see load_febrl or synthetic_mentions)")
+    sig, block, entity, weights = (np.asarray(v) for v in mentions)
+    if sig.ndim != 3 or sig.shape[0] < 1 or sig.dtype.kind not in "iu":
+        raise ValueError(f"mentions.signatures must be integer MinHash values of shape [M, F, K] (mentions, fields, "
+                         f"hashes; minhash() makes them), got dtype {sig.dtype} and shape {sig.shape}")
+    m, f = sig.shape[:2]
+    for name, v in (("block", block), ("entity", entity)):
+        if v.shape != (m,) or v.dtype.kind not in "iu":
+            raise ValueError(f"mentions.{name} must hold one integer per mention, shape ({m},), got dtype {v.dtype} "
+                             f"and shape {v.shape}")
+    if block.min() < 0:
+        raise ValueError(f"mentions.block must be non-negative block numbers, got minimum {block.min()}")
+    if weights.shape != (f,) or not np.all(np.isfinite(weights.astype(np.float64))):
+        raise ValueError(f"mentions.weights must hold one finite weight per field, shape ({f},), got {weights}")
+    return Mentions(sig.astype(np.int32), block.astype(np.int32), entity, weights.astype(np.float32))
 
 
 def _bucket(n: int, minimum: int = 4) -> int:
@@ -235,7 +271,7 @@ class CoreferenceRun(NamedTuple):
 
 def annealed_gibbs(mentions: Mentions, *, method: str = "normal", num_sweeps: int = 10, delta: float = 0.05,
                    schedule: Optional[np.ndarray] = None, init: Optional[np.ndarray] = None, seed: int = 0,
-                   check_every: int = 0, moves_per_sweep: Optional[int] = None, heavy_tail_guard: bool = False,
+                   check_every: Optional[int] = None, moves_per_sweep: Optional[int] = None, heavy_tail_guard: bool = False,
                    use_factor_bounds: bool = True, progress: Optional[Callable[[int, float], None]] = None) -> CoreferenceRun:
     r"""Annealed Gibbs sampling for the MAP clustering (Finkel et al. 2005), each move of mention
     ``i`` drawn from ``p(Y_i = y | y_{-i}) ∝ exp(sum_{j in C_y} f(x_i, x_j) / T_s)`` over the clusters
@@ -251,7 +287,10 @@ def annealed_gibbs(mentions: Mentions, *, method: str = "normal", num_sweeps: in
         init: starting cluster labels (default: every mention alone).
         seed: PRNG seed; the same seed gives the same Gumbel noise to both methods.
         check_every: every this many moves, also compute the exact choice under the same noise and
-            count a decision error when they differ (0: never; its cost is not counted).
+            count a decision error when they differ (0: never; its cost is not counted).  Default:
+            every 10th move of the racing sampler without the heavy-tail guard (whose error is
+            measured, not guaranteed), never otherwise.  When the measured rate is above ``delta``
+            beyond binomial noise (p < 0.001) the run ends with a ``UserWarning`` naming the fix.
         moves_per_sweep: visit only this many mentions per sweep (default all).
         heavy_tail_guard: the race's guard (:func:`~subsample_mcmc.racing.best_arm`): a comparison
             waits for 28 factors of each cluster not read in full, which keeps the error below
@@ -272,15 +311,21 @@ def annealed_gibbs(mentions: Mentions, *, method: str = "normal", num_sweeps: in
     """
     if method not in ("normal", "exact"):
         raise ValueError(f"method must be 'normal' (racing) or 'exact', got {method!r}")
+    mentions = _checked_mentions(mentions)
     m = mentions.signatures.shape[0]
     if isinstance(num_sweeps, bool) or int(num_sweeps) != num_sweeps or num_sweeps < 1:
         raise ValueError(f"num_sweeps must be an integer >= 1, got {num_sweeps!r}")
-    if check_every < 0:
-        raise ValueError(f"check_every must be >= 0 (0: no decision check), got {check_every}")
+    if check_every is None:
+        check_every = 10 if method == "normal" and not heavy_tail_guard else 0
+    if isinstance(check_every, bool) or int(check_every) != check_every or check_every < 0:
+        raise ValueError(f"check_every must be an integer >= 0 (0: no decision check), got {check_every!r}")
     if moves_per_sweep is not None and moves_per_sweep < 1:
         raise ValueError(f"moves_per_sweep must be >= 1 or None (all mentions), got {moves_per_sweep}")
-    if init is not None and np.shape(init) != (m,):
-        raise ValueError(f"init must hold one integer cluster label per mention, shape ({m},), got {np.shape(init)}")
+    if init is not None and (np.shape(init) != (m,) or np.asarray(init).dtype.kind not in "iu"):
+        raise ValueError(f"init must hold one integer cluster label per mention, shape ({m},), got dtype "
+                         f"{np.asarray(init).dtype} and shape {np.shape(init)}")
+    if isinstance(seed, bool) or int(seed) != seed or seed < 0:
+        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
     schedule = temperatures(num_sweeps) if schedule is None else np.asarray(schedule, float)
     if schedule.shape != (num_sweeps,):
         raise ValueError(f"schedule must have one temperature per sweep ({num_sweeps}), got {schedule.shape}")
@@ -323,8 +368,8 @@ def annealed_gibbs(mentions: Mentions, *, method: str = "normal", num_sweeps: in
             arm = int(arm)
             if arm < 0:  # a non-finite factor, or one outside factor_bounds: never a silent wrong move
                 raise ValueError(f"mention {i}: a factor was NaN/infinite or outside factor_bounds "
-                                 f"{factor_bounds(mentions.weights)}; check the signatures and weights "
-                                 "(or pass use_factor_bounds=False)")
+                                 f"{factor_bounds(mentions.weights)}, which integer signatures and finite weights "
+                                 "cannot give: please report it with the data")
             if check:
                 checked += 1
                 errors += int(arm != int(exact))
@@ -341,4 +386,14 @@ def annealed_gibbs(mentions: Mentions, *, method: str = "normal", num_sweeps: in
         secs.append(time.perf_counter() - start)
         if progress is not None:
             progress(sweep, f1[-1])
+    if checked and method == "normal":
+        from scipy.stats import binom
+
+        if binom.sf(errors - 1, checked, delta) < 1e-3:
+            warnings.warn(
+                f"annealed_gibbs: {errors} of {checked} checked racing moves chose another cluster than exact Gibbs "
+                f"under the same noise ({errors / checked:.3g} against delta={delta}): the race's error promise "
+                "does not hold on these factors" + ("" if heavy_tail_guard else
+                                                     "; pass heavy_tail_guard=True (--guard), which keeps it"),
+                UserWarning, stacklevel=2)
     return CoreferenceRun(labels, np.array(f1), np.array(evals), np.array(slots), errors, checked, np.array(secs))

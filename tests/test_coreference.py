@@ -7,8 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from subsample_mcmc.models.coreference import (annealed_gibbs, b_cubed, factor_bounds, factors, load_febrl,
-                                               minhash, synthetic_mentions)
+from subsample_mcmc.models.coreference import (Mentions, annealed_gibbs, b_cubed, factor_bounds, factors,
+                                               load_febrl, minhash, synthetic_mentions)
 
 
 def _b_cubed_brute(pred, truth):
@@ -71,6 +71,47 @@ def test_racing_reads_fewer_factors_on_large_clusters_near_convergence():
     assert racing.decision_errors <= 0.05 * 150 + 3 * np.sqrt(0.05 * 150)
 
 
+def test_bad_mentions_and_arguments_are_named():
+    m = synthetic_mentions(60, seed=0)
+    with pytest.raises(ValueError, match=r"mentions.weights must hold one finite weight per field, shape \(4,\)"):
+        annealed_gibbs(m._replace(weights=np.ones(3)), num_sweeps=1)
+    with pytest.raises(ValueError, match=r"mentions.block must hold one integer per mention, shape \(60,\)"):
+        annealed_gibbs(m._replace(block=m.block[:10]), num_sweeps=1)
+    with pytest.raises(ValueError, match=r"mentions.signatures must be integer MinHash values of shape \[M, F, K\]"):
+        annealed_gibbs(m._replace(signatures=m.signatures[:, 0]), num_sweeps=1)
+    with pytest.raises(ValueError, match="init must hold one integer cluster label"):
+        annealed_gibbs(m, num_sweeps=1, init=np.zeros(60))
+    with pytest.raises(ValueError, match="seed must be an integer >= 0"):
+        annealed_gibbs(m, num_sweeps=1, seed=-1)
+    with pytest.raises(ValueError, match="equal, non-zero lengths"):
+        b_cubed([0, 1], [0])
+    with pytest.raises(ValueError, match="limit must be an integer >= 1"):
+        load_febrl("febrl1", limit=-1)
+    with pytest.raises(ValueError, match="0 <= discount < 1"):
+        synthetic_mentions(100, discount=1.0)
+    with pytest.raises(ValueError, match="num_blocks must be an integer >= 1"):
+        synthetic_mentions(100, num_blocks=0)
+    # Python lists are accepted as arrays
+    lists = type(m)(m.signatures.tolist(), m.block.tolist(), m.entity.tolist(), m.weights.tolist())
+    assert annealed_gibbs(lists, num_sweeps=1, method="exact").labels.shape == (60,)
+
+
+def test_a_measured_error_above_delta_warns_with_the_fix():
+    """Default decision checks on the unguarded racing sampler, and a warning when they show the race erring
+    above delta.  One field of one hash of three values makes every factor one of two values (a Bernoulli
+    population): three-factor samples often show no spread, and the paper's unguarded race then errs well above
+    delta against exact Gibbs under the same noise (on this draw 11%; the guard would keep it)."""
+    rng = np.random.default_rng(0)
+    m = Mentions(rng.integers(0, 2, (1500, 1, 1)).astype(np.int32), np.zeros(1500, np.int32),
+                 np.zeros(1500, np.int32), np.ones(1, np.float32))
+    init = rng.integers(0, 2, 1500)
+    with pytest.warns(UserWarning, match=r"pass heavy_tail_guard=True"):
+        r = annealed_gibbs(m, num_sweeps=1, schedule=[1.0], init=init, check_every=1)
+    assert r.decision_errors > 0.05 * r.decisions_checked
+    assert annealed_gibbs(m, num_sweeps=1, schedule=[1.0], init=init, moves_per_sweep=50).decisions_checked == 5
+    assert annealed_gibbs(m, num_sweeps=1, method="exact", moves_per_sweep=20).decisions_checked == 0
+
+
 def test_factor_bounds_hold_for_every_pair_and_are_attained():
     for m in (load_febrl("febrl3", limit=400), synthetic_mentions(400, seed=2, noise=0.2)):
         sig = jnp.asarray(m.signatures)
@@ -114,3 +155,8 @@ def test_command_line_job_writes_summary_and_figures(tmp_path):
     one_summary = json.loads((one / "summary.json").read_text(),
                              parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
     assert summary["factor_bounds"] is True and one_summary["factor_bounds"] is False
+    # two mentions in different blocks: no factor to read, no ratio (JSON null), no crash
+    assert main(["coref", "--mentions", "2", "--seeds", "1", "--sweeps", "1", "--output", str(tmp_path / "two"),
+                 "--no-progress"]) == 0
+    assert json.loads((tmp_path / "two" / "summary.json").read_text())["factor_evaluation_ratio"] is None
+    assert main(["coref", "--mentions", "50", "--output", "/proc/no-such-folder/out"]) == 2  # message, not traceback

@@ -239,8 +239,13 @@ def test_reward_bounds_leave_small_arms_unread_behind_a_strong_leader():
 def test_reward_bounds_bad_values_and_a_reward_outside_them():
     rewards = np.ones((3, 10))
     sizes = np.array([10, 2, 0])
-    with pytest.raises(ValueError, match=r"outside reward_bounds=\(lo, hi\)"):
+    with pytest.raises(ValueError, match=r"rewards\[0, 0\] = 1.0 lies outside reward_bounds \[-0.5, 0.5\] \(arm 0\)"):
         best_arm(jax.random.PRNGKey(0), rewards, population_sizes=sizes, reward_bounds=(-0.5, 0.5))
+    with pytest.raises(ValueError, match=r"outside reward_bounds=\(lo, hi\)"):  # a function: seen while racing
+        best_arm(jax.random.PRNGKey(0), lambda a, i: jnp.ones(a.shape), population_sizes=sizes, num_arms=3,
+                 population_size=10, reward_bounds=(-0.5, 0.5))
+    with pytest.raises(ValueError, match="add a constant offset of value i to log_f0"):
+        sample_discrete(jax.random.PRNGKey(0), jnp.zeros(3), rewards, population_sizes=sizes, arm_offset=jnp.ones(3))
     out = jax.jit(lambda r: best_arm(jax.random.PRNGKey(0), r, population_sizes=sizes, reward_bounds=(-0.5, 0.5)))(
         jnp.asarray(rewards))
     assert int(out.arm) == -1 and bool(out.nonfinite)

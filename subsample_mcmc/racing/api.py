@@ -205,6 +205,16 @@ def _best_arm_unequal(key, rewards, bound, delta, sizes, *, first_batch, arm_off
     if reward_bounds is not None:
         reward_bounds = _check_reward_bounds(reward_bounds, n_arms)
         stages = max(stages, 2)  # arms of <= m1 rewards are read, if at all, in a second stage
+        if reward_array is not None and check_finite and not any(map(_is_tracer, (reward_array, sizes,
+                                                                                   *reward_bounds))):
+            inside = np.arange(max_size)[None, :] < np.asarray(sizes)[:, None]
+            r = np.asarray(reward_array)
+            lo_, hi_ = (np.broadcast_to(np.asarray(b), (n_arms,))[:, None] for b in reward_bounds)
+            out = inside & ((r < lo_) | (r > hi_))
+            if out.any():
+                arm, idx = np.argwhere(out)[0]
+                raise ValueError(f"rewards[{arm}, {idx}] = {r[arm, idx]} lies outside reward_bounds "
+                                 f"[{lo_[arm, 0]}, {hi_[arm, 0]}] (arm {arm}): pass bounds every reward obeys")
     if isinstance(bound, ExactBound) or stages <= 1:
         param = np.inf
     elif _is_tracer(delta):

@@ -65,6 +65,9 @@ def sample_discrete(
         >>> int(s.value) in (0, 1)
         True
     """
+    if "arm_offset" in race_options:
+        raise ValueError("sample_discrete sets best_arm's arm_offset itself (log f0 plus the Gumbel noise): add a "
+                         "constant offset of value i to log_f0[i] instead")
     log_f0 = jnp.asarray(log_f0)
     if log_f0.ndim != 1:
         raise ValueError(f"log_f0 must have shape [num_arms], got {log_f0.shape}")
