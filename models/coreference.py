@@ -220,10 +220,12 @@ def _checked_mentions(mentions) -> Mentions:
         raise ValueError(f"mentions.signatures must be integer MinHash values of shape [M, F, K] (mentions, fields, "
                          f"hashes; minhash() makes them), got dtype {sig.dtype} and shape {sig.shape}")
     m, f = sig.shape[:2]
-    for name, v in (("block", block), ("entity", entity)):
-        if v.shape != (m,) or v.dtype.kind not in "iu":
-            raise ValueError(f"mentions.{name} must hold one integer per mention, shape ({m},), got dtype {v.dtype} "
-                             f"and shape {v.shape}")
+    if block.shape != (m,) or block.dtype.kind not in "iu":
+        raise ValueError(f"mentions.block must hold one integer per mention, shape ({m},), got dtype {block.dtype} "
+                         f"and shape {block.shape}")
+    if entity.shape != (m,):
+        raise ValueError(f"mentions.entity must hold one true label per mention (integers or strings), shape ({m},), "
+                         f"got shape {entity.shape}")
     if block.min() < 0:
         raise ValueError(f"mentions.block must be non-negative block numbers, got minimum {block.min()}")
     if weights.shape != (f,) or not np.all(np.isfinite(weights.astype(np.float64))):
