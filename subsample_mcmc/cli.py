@@ -168,7 +168,20 @@ def main(argv=None) -> int:
     from .bandits.cli import add_subparser as _add_bandits
     _add_bandits(sub)
     args = parser.parse_args(argv)
+    _inline_cpu_dispatch()
     return args.func(args)
+
+
+def _inline_cpu_dispatch() -> None:
+    """Run XLA CPU computations inline (``jax_cpu_enable_async_dispatch=False``) unless the
+    environment sets ``JAX_CPU_ENABLE_ASYNC_DISPATCH``: the asynchronous CPU dispatch has
+    deadlocked (every thread idle) in long jobs with vectorized chains (jax-ml/jax#25861).
+    Takes effect only before JAX's CPU backend starts, as it does in a command-line run."""
+    if "JAX_CPU_ENABLE_ASYNC_DISPATCH" in os.environ:
+        return
+    import jax
+
+    jax.config.update("jax_cpu_enable_async_dispatch", False)
 
 
 if __name__ == "__main__":

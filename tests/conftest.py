@@ -3,6 +3,13 @@ import os
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
+# XLA's CPU client dispatches long computations asynchronously; under the suite's load a
+# worker deadlocked in it (every thread idle, the main thread waiting in
+# CpuPjRtRawLoadedExecutable::Execute for an in-flight slot that was never released): the
+# vectorized RacingMH init of the d = 50 logistic zoo case, three times in about ten full
+# runs, never alone (jax-ml/jax#25861 is the same hang). Running computations inline avoids it.
+os.environ.setdefault("JAX_CPU_ENABLE_ASYNC_DISPATCH", "false")
+
 # JAX's persistent compilation cache, shared by the pytest-xdist workers and the notebook
 # kernels (they inherit the environment). Most of the suite's time is XLA compilation, and
 # many tests compile the same program from fresh closures (a new kernel per test): a hit

@@ -211,8 +211,8 @@ def benchmark_grid(size: str = "full") -> list[GridSetting]:
     only (``LIL_UCB_D100_DELTAS``) with one to twenty races.
 
     ``size="small"``: the Fig. 1 panels at reduced cost for CI -- D = 10,
-    N = 1e4, pairwise estimates, delta in {1e-3, 1e-2, 0.1}, a few dozen to a
-    few hundred races per setting (about half a minute on 2 cores).
+    N = 1e4, pairwise estimates, delta in {1e-3, 1e-2, 0.1}, ten to four
+    hundred races per setting (about twenty seconds on 2 cores).
     """
     settings = []
     if size == "full":
@@ -228,7 +228,7 @@ def benchmark_grid(size: str = "full") -> list[GridSetting]:
                             settings.append(GridSetting(d, 100_000, dist, sigma, method, variance,
                                                         delta, races, chunk))
     elif size == "small":
-        counts = {"normal": (1000, 500), "ebs": (200, 200), "lil_ucb": (20, 20)}
+        counts = {"normal": (400, 400), "ebs": (100, 100), "lil_ucb": (10, 10)}
         for method, variance in METHOD_CONFIGS:
             if variance == "marginal":
                 continue
