@@ -660,15 +660,21 @@ class ModelSelection(InitOnceKernel):
                 return value, points.astype(jnp.float32) * point_cost, stages
 
         if not exact and (use_proxy or self.control_variates is not None):
-            # never more than exact: from warmup's decision on the chain draws k exactly when the race cost more
-            value, cost, stages = jax.lax.cond(state.exact_model_draw, by_exact, by_race, None)
+            # never more than exact: from warmup's decision on the chain draws k exactly when the race cost more.
+            # check_decisions re-draws a raced k exactly (a diagnostic: its full pass is not counted in
+            # num_likelihood_evals). The exact draw appears once in the program, for both uses.
             checked = (jnp.asarray(self.check_decisions > 0) & ~state.exact_model_draw
                        & (state.i % max(self.check_decisions, 1) == 0))
-            if self.check_decisions:  # a diagnostic: its full pass is not counted in num_likelihood_evals
-                exact_value = jax.lax.cond(checked, lambda _: by_exact(None)[0], lambda _: value, None)
-                disagrees = checked & (jnp.where(exact_value >= 0, exact_value, k) != jnp.where(value >= 0, value, k))
-            else:
-                disagrees = jnp.zeros((), bool)
+            exact_value = jax.lax.cond(state.exact_model_draw | checked, lambda _: by_exact(None)[0],
+                                       lambda _: jnp.full((), -1, jnp.int32), None)
+
+            def skip_race(_):
+                return jnp.full((), -1, jnp.int32), jnp.zeros((), jnp.float32), jnp.zeros((), jnp.int32)
+
+            raced, race_points_cost, stages = jax.lax.cond(state.exact_model_draw, skip_race, by_race, None)
+            value = jnp.where(state.exact_model_draw, exact_value, raced)
+            cost = jnp.where(state.exact_model_draw, jnp.asarray(num * self._size, jnp.float32), race_points_cost)
+            disagrees = checked & (jnp.where(exact_value >= 0, exact_value, k) != jnp.where(raced >= 0, raced, k))
         else:
             value, cost, stages = by_exact(None)
             checked = disagrees = jnp.zeros((), bool)
