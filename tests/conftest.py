@@ -6,7 +6,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # XLA's CPU client dispatches long computations asynchronously; under the suite's load a
 # worker deadlocked in it (every thread idle, the main thread waiting in
 # CpuPjRtRawLoadedExecutable::Execute for an in-flight slot that was never released): the
-# vectorized RacingMH init of the d = 50 logistic zoo case, three times in about ten full
+# vectorized RacingMH init of the d = 50 logistic zoo case, seen twice in about ten full
 # runs, never alone (jax-ml/jax#25861 is the same hang). Running computations inline avoids it.
 os.environ.setdefault("JAX_CPU_ENABLE_ASYNC_DISPATCH", "false")
 
