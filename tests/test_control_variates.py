@@ -155,3 +155,25 @@ def test_linear_feature_proxy_is_a_taylor_polynomial_with_exact_sums(order):
         linear_feature_proxy(_logistic_phi, ref[:, :2], x, y)
     with pytest.raises(ValueError, match="order must be 2 or 3"):
         linear_feature_proxy(_logistic_phi, ref, x, y, order=4)
+
+
+def test_linear_feature_proxy_compiles_its_derivatives_once_per_likelihood():
+    """The features' derivatives are one compiled program per likelihood function, whatever the
+    covariates' width or the data's size (ModelSelection's candidate models share it: one
+    compilation instead of two per model); the last chunk, padded to the chunk size, gives the same
+    per-datum coefficients as one chunk of everything."""
+    from subsample_mcmc.racing import linear_feature_proxy
+    from subsample_mcmc.racing.control_variates import _feature_derivatives
+
+    def phi(z, w):  # a fresh function: its own compiled program
+        return w * z[0] - jnp.logaddexp(0.0, z[0])
+
+    rng = np.random.default_rng(8)
+    x = np.c_[np.ones(2500), rng.normal(size=(2500, 4))]
+    y = (rng.uniform(size=2500) < 0.4).astype(float)
+    chunked = linear_feature_proxy(phi, np.full((1, 5), 0.1), x, y, chunk_size=1024, sums=False)
+    linear_feature_proxy(phi, np.full((1, 3), 0.1), x[:2300, :3], y[:2300], chunk_size=1024, sums=False)
+    assert _feature_derivatives(phi, True, 3)._cache_size() == 1
+    whole = linear_feature_proxy(phi, np.full((1, 5), 0.1), x, y, chunk_size=2500, sums=False)
+    for name in ("value", "d1", "d2", "d3"):
+        np.testing.assert_allclose(np.asarray(getattr(chunked, name)), np.asarray(getattr(whole, name)), rtol=1e-6)

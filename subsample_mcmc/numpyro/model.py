@@ -240,6 +240,8 @@ def jit_with_data(fn, model_args, model_kwargs, cache: Optional[dict] = None, na
     def call(arrays, *xs):
         return fn(*xs, *rebuild(arrays))
 
+    call.__name__ = call.__qualname__ = getattr(fn, "__name__", "call")  # compile logs and profiles name fn
+
     jitted = None
     if cache is not None:
         key = _static_key(name, model_args, model_kwargs)

@@ -24,6 +24,7 @@ and the race runs over the remaining population only.
 
 from __future__ import annotations
 
+import functools
 from typing import Callable, NamedTuple, Optional
 
 import jax
@@ -387,6 +388,22 @@ def _weighted_moments(w: np.ndarray, x: np.ndarray, order: int) -> np.ndarray:
     return m.transpose(perm)
 
 
+@functools.lru_cache(maxsize=64)
+def _feature_derivatives(log_likelihood_fn: Callable, has_response: bool, order: int):
+    """The jitted, vmapped ``(phi, D phi, D^2 phi, D^3 phi)`` of ``log_likelihood_fn`` in its features
+    (kept per function: the candidate models of a model race often share it)."""
+    def phi(z, wi):
+        return log_likelihood_fn(z, wi if has_response else None)
+
+    def derivs(z, wi):
+        d1 = jax.grad(phi)(z, wi)
+        d2 = jax.hessian(phi)(z, wi)
+        d3 = jax.jacfwd(jax.hessian(phi))(z, wi) if order == 3 else jnp.zeros(z.shape * 3, z.dtype)
+        return phi(z, wi), d1, d2, d3
+
+    return jax.jit(jax.vmap(derivs))
+
+
 def linear_feature_proxy(
     log_likelihood_fn: Callable,
     reference_matrix,
@@ -437,23 +454,16 @@ def linear_feature_proxy(
         raise ValueError(f"response must have {n} rows like covariates, got {w.shape[0]}")
     if not (np.all(np.isfinite(x)) and np.all(np.isfinite(w))):
         raise ValueError("covariates and response must be finite")
-    has_w = response is not None
-
-    def phi(z, wi):
-        return log_likelihood_fn(z, wi if has_w else None)
-
-    def derivs(z, wi):
-        d1 = jax.grad(phi)(z, wi)
-        d2 = jax.hessian(phi)(z, wi)
-        d3 = jax.jacfwd(jax.hessian(phi))(z, wi) if order == 3 else jnp.zeros(z.shape * 3, z.dtype)
-        return phi(z, wi), d1, d2, d3
-
     dtype = jnp.result_type(float)
-    fn = jax.jit(jax.vmap(derivs))
+    fn = _feature_derivatives(log_likelihood_fn, response is not None, order)
     z_ref = x @ a_ref.T
-    parts = [fn(jnp.asarray(z_ref[s:s + chunk_size], dtype), jnp.asarray(w[s:s + chunk_size], dtype))
-             for s in range(0, n, chunk_size)]
-    value, d1, d2, d3 = (np.concatenate([np.asarray(pt[k], np.float64) for pt in parts]) for k in range(4))
+    size = min(chunk_size, n)  # every chunk this size (the last padded): one compilation, shared by the
+    parts = []                 # arms of a race that share ``log_likelihood_fn`` (ModelSelection's models)
+    for s in range(0, n, size):
+        rows = np.minimum(np.arange(s, s + size), n - 1)
+        out = fn(jnp.asarray(z_ref[rows], dtype), jnp.asarray(w[rows], dtype))
+        parts.append([np.asarray(v, np.float64)[:min(size, n - s)] for v in out])
+    value, d1, d2, d3 = (np.concatenate([pt[k] for pt in parts]) for k in range(4))
     if not all(np.all(np.isfinite(v)) for v in (value, d1, d2, d3)):
         bad = int(np.argmax(~np.isfinite(value) | ~np.all(np.isfinite(d1), axis=1)))
         raise ValueError(f"the log-likelihood or its derivatives in the features are not finite at the "
