@@ -177,3 +177,21 @@ def test_linear_feature_proxy_compiles_its_derivatives_once_per_likelihood():
     whole = linear_feature_proxy(phi, np.full((1, 5), 0.1), x, y, chunk_size=2500, sums=False)
     for name in ("value", "d1", "d2", "d3"):
         np.testing.assert_allclose(np.asarray(getattr(chunked, name)), np.asarray(getattr(whole, name)), rtol=1e-6)
+
+
+@pytest.mark.parametrize("num_features", [1, 2, 3, 4])
+def test_taylor_polynomial_of_the_feature_proxy_equals_its_definition(num_features):
+    """The per-datum proxy polynomial (sums of elementwise products for up to three features,
+    einsums beyond) equals ``value + d1.dz + dz'd2 dz / 2 + d3[dz, dz, dz] / 6`` computed in NumPy
+    float64, with and without the cubic term."""
+    from subsample_mcmc.racing.control_variates import _taylor_polynomial
+
+    rng = np.random.default_rng(num_features)
+    m, p = 50, num_features
+    value, d1, d2, d3, dz = (rng.normal(size=(m,) + (p,) * k) for k in (0, 1, 2, 3, 1))
+    quad = value + np.einsum("ma,ma->m", d1, dz) + 0.5 * np.einsum("ma,mab,mb->m", dz, d2, dz)
+    cubic = quad + np.einsum("ma,mb,mc,mabc->m", dz, dz, dz, d3) / 6.0
+    f32 = [jnp.asarray(v, jnp.float32) for v in (value, d1, d2, d3, dz)]
+    np.testing.assert_allclose(np.asarray(_taylor_polynomial(*f32)), cubic, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(np.asarray(_taylor_polynomial(f32[0], f32[1], f32[2], None, f32[4])), quad,
+                               rtol=1e-4, atol=1e-4)
