@@ -179,6 +179,34 @@ def test_linear_feature_proxy_compiles_its_derivatives_once_per_likelihood():
         np.testing.assert_allclose(np.asarray(getattr(chunked, name)), np.asarray(getattr(whole, name)), rtol=1e-6)
 
 
+def test_linear_feature_proxy_accepts_an_unhashable_likelihood_object():
+    """A likelihood given as a callable object that defines ``__eq__`` (hence no ``__hash__``), as
+    a dataclass does, is not cached by function but still gets its proxy, equal to the one of the
+    same likelihood given as a plain function."""
+    import dataclasses
+
+    from subsample_mcmc.racing import linear_feature_proxy
+
+    @dataclasses.dataclass
+    class Logistic:
+        scale: float
+
+        def __call__(self, z, w):
+            return w * self.scale * z[0] - jnp.logaddexp(0.0, self.scale * z[0])
+
+    with pytest.raises(TypeError):
+        hash(Logistic(1.0))
+    rng = np.random.default_rng(9)
+    x = np.c_[np.ones(600), rng.normal(size=(600, 2))]
+    y = (rng.uniform(size=600) < 0.3).astype(float)
+    ref = np.full((1, 3), 0.2)
+    from_object = linear_feature_proxy(Logistic(1.0), ref, x, y, chunk_size=256)
+    from_function = linear_feature_proxy(_logistic_phi, ref, x, y, chunk_size=256)
+    for name in ("value", "d1", "d2", "d3", "total"):
+        np.testing.assert_allclose(np.asarray(getattr(from_object, name)),
+                                   np.asarray(getattr(from_function, name)), rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("num_features", [1, 2, 3, 4])
 def test_taylor_polynomial_of_the_feature_proxy_equals_its_definition(num_features):
     """The per-datum proxy polynomial (sums of elementwise products for up to three features,

@@ -408,10 +408,17 @@ def _weighted_moments(w: np.ndarray, x: np.ndarray, order: int) -> np.ndarray:
     return m.transpose(perm)
 
 
-@functools.lru_cache(maxsize=64)
 def _feature_derivatives(log_likelihood_fn: Callable, has_response: bool, order: int):
-    """The jitted, vmapped ``(phi, D phi, D^2 phi, D^3 phi)`` of ``log_likelihood_fn`` in its features
-    (kept per function: the candidate models of a model race often share it)."""
+    """The jitted, vmapped ``(phi, D phi, D^2 phi, D^3 phi)`` of ``log_likelihood_fn`` in its features,
+    kept per function (the candidate models of a model race often share it); a callable that
+    cannot be hashed gets a program of its own."""
+    try:
+        return _cached_feature_derivatives(log_likelihood_fn, has_response, order)
+    except TypeError:  # unhashable callable object
+        return _build_feature_derivatives(log_likelihood_fn, has_response, order)
+
+
+def _build_feature_derivatives(log_likelihood_fn: Callable, has_response: bool, order: int):
     def phi(z, wi):
         return log_likelihood_fn(z, wi if has_response else None)
 
@@ -422,6 +429,10 @@ def _feature_derivatives(log_likelihood_fn: Callable, has_response: bool, order:
         return phi(z, wi), d1, d2, d3
 
     return jax.jit(jax.vmap(derivs))
+
+
+# a few entries: each keeps its function (and what the function closes over) alive
+_cached_feature_derivatives = functools.lru_cache(maxsize=8)(_build_feature_derivatives)
 
 
 def linear_feature_proxy(
