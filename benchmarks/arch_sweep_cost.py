@@ -13,15 +13,25 @@ formulations of the ARCH(q) likelihood are measured, each racing against its own
 * ``column slice``: ``alpha_0 + rows[:, 1:q + 1] @ alpha``, the form before; XLA copies each order's
   lag columns out of the gathered rows before the product.
 
+``--race-from REV`` adds a third sampler, racing with ``subsample_mcmc/racing/race.py`` as it was at git
+revision ``REV`` (the rest of the package as checked out), timed in the same rounds: a paired measure of a
+change to the race loop on this machine's drifting clock.
+
 Writes ``benchmarks/results/arch_sweep_cost.{json,md}``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
+import gc
+import importlib.util
 import json
 import os
+import subprocess
+import sys
+import tempfile
 import time
 
 import jax
@@ -50,19 +60,61 @@ def column_slice_model(y, order: int, subsample_size=None):
         numpyro.sample("obs", dist.StudentT(nu, 0.0, jnp.sqrt(s)), obs=rows[:, 0])
 
 
-def time_pair(models, y, orders, pseudopriors, args) -> dict:
+def race_module_at(rev: str):
+    """``subsample_mcmc.racing.race`` as it was at git revision ``rev``, imported as a module of its own."""
+    import subsample_mcmc.racing as racing
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    source = subprocess.run(["git", "show", f"{rev}:subsample_mcmc/racing/race.py"], cwd=root, check=True,
+                            capture_output=True, text=True).stdout
+    path = os.path.join(tempfile.mkdtemp(), "race_at_rev.py")
+    with open(path, "w") as f:
+        f.write(source)
+    spec = importlib.util.spec_from_file_location("subsample_mcmc.racing._race_at_rev", path,
+                                                  submodule_search_locations=None)
+    module = importlib.util.module_from_spec(spec)
+    module.__package__ = racing.__name__  # its relative imports resolve to the checked-out package
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@contextlib.contextmanager
+def race_loop(module):
+    """Races of ``best_arm`` (model races and MH races) run ``module.run_race`` inside the block."""
+    import subsample_mcmc.racing.api as api
+
+    kept = api.run_race
+    api.run_race = module.run_race if module is not None else kept
+    try:
+        yield
+    finally:
+        api.run_race = kept
+
+
+def time_pair(models, y, orders, pseudopriors, args, old_race=None) -> dict:
     loops, out = {}, {}
-    for name, method in (("racing", "normal"), ("exact", "exact")):
-        cv = arch_control_variates(y, orders) if name == "racing" else None
+    samplers = [("racing", "normal", None), ("exact", "exact", None)]
+    if old_race is not None:
+        samplers.append((f"racing@{args.race_from}", "normal", old_race))
+    for name, method, module in samplers:
+        cv = arch_control_variates(y, orders) if method != "exact" else None
         kernel = ModelSelection(models, method=method, pseudoprior=pseudopriors, control_variate=cv, check_decisions=0)
         mcmc = MCMC(kernel, num_warmup=args.warmup, num_samples=args.samples, progress_bar=False)
-        mcmc.run(jax.random.PRNGKey(args.seed), y, extra_fields=("num_likelihood_evals",))
-        evals = np.asarray(mcmc.get_extra_fields()["num_likelihood_evals"], np.float64)
-        out[name] = {"evaluations_per_sweep_over_n": float(evals.mean() / y.shape[0])}
-        loop = jax.jit(lambda s, data, kernel=kernel: jax.lax.fori_loop(
-            0, args.sweeps, lambda _, t: kernel.sample(t, (data,), {}), s))
-        jax.block_until_ready(loop(mcmc.last_state, y))  # compile
-        loops[name] = (loop, mcmc.last_state)
+        with race_loop(module):
+            mcmc.run(jax.random.PRNGKey(args.seed), y, extra_fields=("num_likelihood_evals",))
+            evals = np.asarray(mcmc.get_extra_fields()["num_likelihood_evals"], np.float64)
+            out[name] = {"evaluations_per_sweep_over_n": float(evals.mean() / y.shape[0])}
+            last_state = mcmc.last_state
+            # compiled ahead of time: the executable outlives the clearing of JAX's caches below
+            loop = jax.jit(lambda s, data, kernel=kernel: jax.lax.fori_loop(
+                0, args.sweeps, lambda _, t: kernel.sample(t, (data,), {}), s)).lower(mcmc.last_state, y).compile()
+        # every XLA CPU executable holds memory mappings: three samplers' start-up programs in one process
+        # exceeded vm.max_map_count (65,530; LLVM "Cannot allocate memory"); only the timed loops are kept
+        del mcmc
+        jax.clear_caches()
+        gc.collect()
+        loops[name] = (loop, last_state)
     times = {name: [] for name in loops}
     for _ in range(args.repeats):
         for name, (loop, state) in loops.items():
@@ -71,8 +123,16 @@ def time_pair(models, y, orders, pseudopriors, args) -> dict:
             times[name].append((time.perf_counter() - t0) / args.sweeps * 1e3)
     for name in loops:
         out[name]["ms_per_sweep"] = float(np.median(times[name]))
+        out[name]["ms_per_sweep_min"] = float(np.min(times[name]))
         out[name]["ms_per_sweep_all"] = [round(t, 4) for t in times[name]]
     out["exact_over_racing_time_per_sweep"] = out["exact"]["ms_per_sweep"] / out["racing"]["ms_per_sweep"]
+    if old_race is not None:
+        out["racing_over_racing_at_rev"] = out["racing"]["ms_per_sweep"] / out[f"racing@{args.race_from}"]["ms_per_sweep"]
+        # paired per round: the two racing programs ran back to back in each round
+        ratios = np.asarray(times["racing"]) / np.asarray(times[f"racing@{args.race_from}"])
+        out["racing_over_racing_at_rev_paired"] = {"median": float(np.median(ratios)),
+                                                   "mean": float(np.mean(ratios)),
+                                                   "stderr": float(np.std(ratios, ddof=1) / np.sqrt(len(ratios)))}
     jax.clear_caches()  # every XLA CPU executable holds memory mappings (see arch_job._release_compiled_programs)
     return out
 
@@ -85,6 +145,10 @@ def main() -> None:
     ap.add_argument("--sweeps", type=int, default=200)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--race-from", default=None, metavar="REV",
+                    help="also time racing with the race loop of git revision REV (e.g. HEAD~1)")
+    ap.add_argument("--variants", default="models.arch,column slice",
+                    help="comma-separated likelihood forms to time (models.arch, column slice)")
     args = ap.parse_args()
     enable_compilation_cache()
     orders = DEFAULT_ORDERS
@@ -93,13 +157,22 @@ def main() -> None:
     fitter = ModelSelection(arch_models(orders))
     pseudopriors = fitter.pseudopriors(fitter.init(jax.random.PRNGKey(10_000), args.warmup, None, (y,), None))
     print(f"N = {y.shape[0]:,}: pseudopriors in {time.perf_counter() - t0:.0f} s", flush=True)
+    del fitter
+    jax.clear_caches()
+    gc.collect()
     variants = {
         "models.arch": arch_models(orders),
         "column slice": {f"arch{q}": functools.partial(column_slice_model, order=q) for q in orders},
     }
+    chosen = [v.strip() for v in args.variants.split(",")]
+    unknown = sorted(set(chosen) - set(variants))
+    if unknown:
+        ap.error(f"--variants: unknown {unknown}; choose from {sorted(variants)}")
+    variants = {k: v for k, v in variants.items() if k in chosen}
+    old_race = race_module_at(args.race_from) if args.race_from else None
     result = {"data": args.data, "n": int(y.shape[0]), "orders": list(orders), "args": vars(args), "variants": {}}
     for label, models in variants.items():
-        result["variants"][label] = time_pair(models, y, orders, pseudopriors, args)
+        result["variants"][label] = time_pair(models, y, orders, pseudopriors, args, old_race)
         print(label, json.dumps(result["variants"][label]), flush=True)
     os.makedirs(RESULTS, exist_ok=True)
     with open(os.path.join(RESULTS, "arch_sweep_cost.json"), "w") as f:
@@ -113,6 +186,14 @@ def main() -> None:
         lines.append(f"| {label} | {v['racing']['ms_per_sweep']:.2f} | {v['exact']['ms_per_sweep']:.2f} | "
                      f"{v['exact_over_racing_time_per_sweep']:.2f} | {v['racing']['evaluations_per_sweep_over_n']:.2f} | "
                      f"{v['exact']['evaluations_per_sweep_over_n']:.2f} |")
+    if old_race is not None:
+        lines += ["", f"Race loop against revision `{args.race_from}` (same rounds, models as in each row):", "",
+                  "| likelihood form | racing ms/sweep | racing@rev ms/sweep | paired ratio, mean +- s.e. |",
+                  "|---|---|---|---|"]
+        for label, v in result["variants"].items():
+            pr = v["racing_over_racing_at_rev_paired"]
+            lines.append(f"| {label} | {v['racing']['ms_per_sweep']:.3f} | "
+                         f"{v[f'racing@{args.race_from}']['ms_per_sweep']:.3f} | {pr['mean']:.3f} +- {pr['stderr']:.3f} |")
     with open(os.path.join(RESULTS, "arch_sweep_cost.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
