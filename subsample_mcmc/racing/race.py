@@ -388,8 +388,9 @@ def run_race(
             stop = next_boundary(state.count)
             block, valid = read(state.count, chunk, stop)
             state = absorb(state, block, valid)._replace(computed=state.computed + chunk)
-            # the elimination test at a stage boundary only (a real branch unless vmapped)
-            return lax.cond((state.count == stop) | state.nonfinite, decide, lambda st: st, state)
+            decided = decide(state)
+            at_boundary = state.count == stop
+            return jax.tree.map(lambda a, b: jnp.where(at_boundary | state.nonfinite, a, b), decided, state)
 
         return body
 
@@ -433,15 +434,10 @@ def run_race(
     # Phases of growing, fixed chunk sizes: the reward function is traced once per
     # phase (not once per stage), a race that stops leaves the loops at once, and
     # memory is O(D max_block) per race whatever N is.
-    def later_stages(state: _State) -> _State:
-        for chunk, limit in phases:
-            state = lax.while_loop(
-                lambda st, limit=limit: ~st.done & (st.count < limit), step(chunk), state
-            )
-        return state
-
-    # most races of a well-proxied sampler stop at stage 1: they skip the phase loops at once
-    state = _run_at_most_once(~state.done, later_stages, state)
+    for chunk, limit in phases:
+        state = lax.while_loop(
+            lambda st, limit=limit: ~st.done & (st.count < limit), step(chunk), state
+        )
 
     return RaceResult(
         arm=state.arm,
