@@ -116,6 +116,41 @@ def test_uniform_support_halfcauchy_prior_starts_at_max_y():
     assert Y_MAX <= theta <= Y_MAX * (1 + 1e-4)
 
 
+
+def _walled_parabola(x):
+    """log p = -(x - 3)^2 on x <= 1, -inf beyond: the mode lies on the support boundary x = 1."""
+    x = jnp.atleast_1d(x)[..., 0]
+    return jnp.where(x <= 1.0, -(x - 3.0) ** 2, -jnp.inf)
+
+
+def _representable_between(a, b):
+    a, b = np.float32(a), np.float32(b)
+    return int(abs(np.int64(a.view(np.int32)) - np.int64(b.view(np.int32))))
+
+
+def test_support_boundary_start_keeps_a_margin_another_program_cannot_round_across():
+    """The mode search's bisections (Newton's line search, and the restarts' retreat to their
+    last finite point) used to end within one rounding of the boundary: compiled at another
+    optimisation level, the start check rounded theta = 4.999931 below max(y) and refused
+    the start.  Both now end BOUNDARY_MARGIN_ULPS representable numbers inside."""
+    from subsample_mcmc.kernels.laplace import BOUNDARY_MARGIN_ULPS, last_finite, newton_ascent
+
+    def grad_hess(x):
+        return jax.grad(lambda v: _walled_parabola(v))(x), jax.hessian(lambda v: _walled_parabola(v))(x), ()
+
+    x0 = jnp.zeros(1, jnp.float32)
+    x, _, _, _, info = jax.jit(lambda v: newton_ascent(_walled_parabola, grad_hess, v, _walled_parabola(v), 8))(x0)
+    assert bool(info.at_boundary)
+    assert float(x[0]) < 1.0 and _representable_between(x[0], 1.0) >= BOUNDARY_MARGIN_ULPS
+    assert abs(float(x[0]) - 1.0) < 1e-5  # still at the mode, for any purpose but rounding
+
+    good, bad = jnp.zeros((2, 1), jnp.float32), jnp.array([[2.0], [0.5]], jnp.float32)
+    f_good = _walled_parabola(good)
+    point, f = last_finite(_walled_parabola, good, bad, f_good, jnp.array([True, False]))
+    assert _representable_between(point[0, 0], 1.0) >= BOUNDARY_MARGIN_ULPS and float(point[0, 0]) < 1.0
+    assert abs(float(point[0, 0]) - 1.0) < 1e-5 and np.isfinite(float(f[0]))
+    assert float(point[1, 0]) == 0.0  # an inactive segment is left alone
+
 def test_uniform_support_is_refused_when_sampling(uniform_run):
     """A race cannot see the data points a proposal theta' < max(y) excludes without
     reading them all (before: the chain drifted to ~4.8 < max(y) = 5, a silent wrong

@@ -117,13 +117,39 @@ def adam_ascent(objective: Callable, x0: jax.Array, key: jax.Array, rates: jax.A
     return good
 
 
+BOUNDARY_MARGIN_ULPS = 8
+
+
+def _step_inside(point: jax.Array, toward: jax.Array, ulps: int = BOUNDARY_MARGIN_ULPS) -> jax.Array:
+    """``point`` moved ``ulps`` representable numbers toward ``toward``, coordinate by
+    coordinate (where they differ): off a support boundary found by bisection, by a margin
+    that another program's rounding of the same log posterior cannot cross (the bisection's
+    last finite point is within one rounding of the boundary; a program compiled
+    differently, e.g. the start check, may round it to the other side)."""
+    for _ in range(ulps):
+        point = jnp.where(point != toward, jnp.nextafter(point, toward), point)
+    return point
+
+
+def _keep_inside(values_fn: Callable, point: jax.Array, toward: jax.Array, f: jax.Array, active):
+    """``(point', f')``: :func:`_step_inside` where ``active`` and its value is finite (one
+    ``values_fn`` pass), else ``(point, f)``."""
+    inner = _step_inside(point, toward)
+    f_inner = values_fn(inner)
+    use = active & jnp.isfinite(f_inner)
+    return jnp.where(use[..., None] if point.ndim > use.ndim else use, inner, point), jnp.where(use, f_inner, f)
+
+
 def last_finite(values_fn: Callable, good: jax.Array, bad: jax.Array, f_good: jax.Array,
                 active, iters: int = 40):
     """Bisection on the segments from ``good[m]`` (finite value ``f_good[m]``) to
     ``bad[m]`` (not finite), for the ``[M, p]`` points where ``active[m]``: the last finite
     points found and their values (the others unchanged).  ``values_fn``: ``[M, p] ->
     [M]``, one pass for all M per round; at most ``iters`` rounds, fewer once no active
-    bracket still moves in floating point."""
+    bracket still moves in floating point.  The point returned is then moved
+    :data:`BOUNDARY_MARGIN_ULPS` representable numbers back toward ``good`` (one more pass;
+    kept where still finite), so that the boundary is not within the rounding of another
+    program that evaluates the same log posterior."""
     lo0 = jnp.zeros(good.shape[:1], good.dtype)
 
     def point(t):
@@ -142,7 +168,7 @@ def last_finite(values_fn: Callable, good: jax.Array, bad: jax.Array, f_good: ja
         return jnp.where(ok, mid, lo), jnp.where(ok, hi, mid), jnp.where(ok, f, f_lo), i + 1
 
     lo, _, f, _ = jax.lax.while_loop(cond, body, (lo0, lo0 + 1, f_good, jnp.zeros((), jnp.int32)))
-    return point(lo), f
+    return _keep_inside(values_fn, point(lo), good, f, active & (lo > 0))
 
 
 def newton_decrement(grad: jax.Array, hess: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -187,7 +213,8 @@ def newton_ascent(value_fn: Callable, grad_hess_fn: Callable, x: jax.Array, valu
     |value|``: in float32 the last steps' gains near the mode are below the rounding of an
     N-term sum, and refusing them leaves the point a fraction of a posterior sd off the
     mode).  When the step ``2t`` was refused for a non-finite value, the support boundary
-    lies between: bisection moves the point up to it.  No acceptable step (the trial point no longer differs from ``x`` in floating
+    lies between: bisection moves the point up to it (then a few representable numbers
+    back inside, :data:`BOUNDARY_MARGIN_ULPS`).  No acceptable step (the trial point no longer differs from ``x`` in floating
     point): stop.  The gradient and Hessian returned are those at the returned point.
 
     Args:
@@ -266,7 +293,11 @@ def _line_search(value_fn, x, d, f0, go, bisections):
     init = (one, 0 * one, 0 * one, f0, jnp.where(go, 0, 2), jnp.zeros((), bool), jnp.zeros((), jnp.int32))
     _, lo, hi, f_lo, _, prev_bad, _ = jax.lax.while_loop(cond, body, init)
     found = go & (lo > 0)
-    return x + lo * d, f_lo, found, found & (hi > 0), go & ~found & prev_bad
+    cut = found & (hi > 0)
+    # a step cut by the support boundary ends a few representable numbers inside it (one more pass)
+    x_new, f_new = jax.lax.cond(cut, lambda: _keep_inside(value_fn, x + lo * d, x, f_lo, cut),
+                                lambda: (x + lo * d, f_lo))
+    return x_new, f_new, found, cut, go & ~found & prev_bad
 
 
 
