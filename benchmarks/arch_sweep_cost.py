@@ -85,11 +85,34 @@ def race_loop(module):
     import subsample_mcmc.racing.api as api
 
     kept = api.run_race
-    api.run_race = module.run_race if module is not None else kept
+    if module is not None:
+        api.run_race = module.run_race
     try:
         yield
     finally:
         api.run_race = kept
+
+
+def compiled_sweeps(models, y, orders, pseudopriors, method: str, args, module=None):
+    """``(loop, state, evaluations per sweep / N)``: ``ModelSelection(models, method=method)`` run
+    ``args.warmup + args.samples`` sweeps in NumPyro's ``MCMC`` (checks off), then ``loop(state, y)``,
+    ``args.sweeps`` sweeps from its last state, compiled ahead of time (the executable outlives the
+    clearing of JAX's caches here).  ``module``: a ``race.py`` whose ``run_race`` the races use."""
+    cv = arch_control_variates(y, orders) if method != "exact" else None
+    kernel = ModelSelection(models, method=method, pseudoprior=pseudopriors, control_variate=cv, check_decisions=0)
+    mcmc = MCMC(kernel, num_warmup=args.warmup, num_samples=args.samples, progress_bar=False)
+    with race_loop(module):
+        mcmc.run(jax.random.PRNGKey(args.seed), y, extra_fields=("num_likelihood_evals",))
+        evals = np.asarray(mcmc.get_extra_fields()["num_likelihood_evals"], np.float64)
+        last_state = mcmc.last_state
+        loop = jax.jit(lambda s, data: jax.lax.fori_loop(
+            0, args.sweeps, lambda _, t: kernel.sample(t, (data,), {}), s)).lower(last_state, y).compile()
+    # every XLA CPU executable holds memory mappings: three samplers' start-up programs in one process
+    # exceeded vm.max_map_count (65,530; LLVM "Cannot allocate memory"); only the timed loops are kept
+    del mcmc
+    jax.clear_caches()
+    gc.collect()
+    return loop, last_state, float(evals.mean() / y.shape[0])
 
 
 def time_pair(models, y, orders, pseudopriors, args, old_race=None) -> dict:
@@ -98,22 +121,8 @@ def time_pair(models, y, orders, pseudopriors, args, old_race=None) -> dict:
     if old_race is not None:
         samplers.append((f"racing@{args.race_from}", "normal", old_race))
     for name, method, module in samplers:
-        cv = arch_control_variates(y, orders) if method != "exact" else None
-        kernel = ModelSelection(models, method=method, pseudoprior=pseudopriors, control_variate=cv, check_decisions=0)
-        mcmc = MCMC(kernel, num_warmup=args.warmup, num_samples=args.samples, progress_bar=False)
-        with race_loop(module):
-            mcmc.run(jax.random.PRNGKey(args.seed), y, extra_fields=("num_likelihood_evals",))
-            evals = np.asarray(mcmc.get_extra_fields()["num_likelihood_evals"], np.float64)
-            out[name] = {"evaluations_per_sweep_over_n": float(evals.mean() / y.shape[0])}
-            last_state = mcmc.last_state
-            # compiled ahead of time: the executable outlives the clearing of JAX's caches below
-            loop = jax.jit(lambda s, data, kernel=kernel: jax.lax.fori_loop(
-                0, args.sweeps, lambda _, t: kernel.sample(t, (data,), {}), s)).lower(mcmc.last_state, y).compile()
-        # every XLA CPU executable holds memory mappings: three samplers' start-up programs in one process
-        # exceeded vm.max_map_count (65,530; LLVM "Cannot allocate memory"); only the timed loops are kept
-        del mcmc
-        jax.clear_caches()
-        gc.collect()
+        loop, last_state, evals = compiled_sweeps(models, y, orders, pseudopriors, method, args, module)
+        out[name] = {"evaluations_per_sweep_over_n": evals}
         loops[name] = (loop, last_state)
     times = {name: [] for name in loops}
     for _ in range(args.repeats):
@@ -137,6 +146,19 @@ def time_pair(models, y, orders, pseudopriors, args, old_race=None) -> dict:
     return out
 
 
+def data_and_pseudopriors(data: str, orders, warmup: int):
+    """The lag matrix of ``data`` and the Laplace pseudopriors both samplers share (fitted once)."""
+    y = np.asarray(prepare(load_returns(data).returns, orders).y)
+    t0 = time.perf_counter()
+    fitter = ModelSelection(arch_models(orders))
+    pseudopriors = fitter.pseudopriors(fitter.init(jax.random.PRNGKey(10_000), warmup, None, (y,), None))
+    print(f"N = {y.shape[0]:,}: pseudopriors in {time.perf_counter() - t0:.0f} s", flush=True)
+    del fitter
+    jax.clear_caches()
+    gc.collect()
+    return y, pseudopriors
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default="djia")
@@ -152,14 +174,7 @@ def main() -> None:
     args = ap.parse_args()
     enable_compilation_cache()
     orders = DEFAULT_ORDERS
-    y = np.asarray(prepare(load_returns(args.data).returns, orders).y)
-    t0 = time.perf_counter()
-    fitter = ModelSelection(arch_models(orders))
-    pseudopriors = fitter.pseudopriors(fitter.init(jax.random.PRNGKey(10_000), args.warmup, None, (y,), None))
-    print(f"N = {y.shape[0]:,}: pseudopriors in {time.perf_counter() - t0:.0f} s", flush=True)
-    del fitter
-    jax.clear_caches()
-    gc.collect()
+    y, pseudopriors = data_and_pseudopriors(args.data, orders, args.warmup)
     variants = {
         "models.arch": arch_models(orders),
         "column slice": {f"arch{q}": functools.partial(column_slice_model, order=q) for q in orders},

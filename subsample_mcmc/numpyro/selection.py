@@ -580,14 +580,15 @@ class ModelSelection(InitOnceKernel):
         key, key_pseudo, key_race = jax.random.split(state.rng_key, 3)
         k = state.z[MODEL_SITE]
         # 1. the unselected models' parameters from their pseudopriors
-        inner = []
-        for j, (st, g) in enumerate(zip(state.inner_states, state.pseudopriors)):
-            flat = ravel_pytree(st.z)[0]
-            draw = pseudoprior_draw(jax.random.fold_in(key_pseudo, j), g).astype(flat.dtype)
-            keep = k == j
-            inner.append(st._replace(z=self._unravels[j](jnp.where(keep, flat, draw)),
-                                     log_lik_sum=jnp.where(keep, st.log_lik_sum, jnp.nan).astype(st.log_lik_sum.dtype),
-                                     i=state.i))
+        with jax.named_scope("pseudoprior_draws"):  # names for a profile (jax.profiler)
+            inner = []
+            for j, (st, g) in enumerate(zip(state.inner_states, state.pseudopriors)):
+                flat = ravel_pytree(st.z)[0]
+                draw = pseudoprior_draw(jax.random.fold_in(key_pseudo, j), g).astype(flat.dtype)
+                keep = k == j
+                log_lik_sum = jnp.where(keep, st.log_lik_sum, jnp.nan).astype(st.log_lik_sum.dtype)
+                inner.append(st._replace(z=self._unravels[j](jnp.where(keep, flat, draw)), log_lik_sum=log_lik_sum,
+                                         i=state.i))
 
         # 2. the selected model's parameters by one RacingMH step (a real branch, except under vmap)
         def move(j):
@@ -607,7 +608,8 @@ class ModelSelection(InitOnceKernel):
                 return tuple(states)
             return fn
 
-        inner = list(jax.lax.switch(k, [move(j) for j in range(num)], tuple(inner)))
+        with jax.named_scope("mh_move"):
+            inner = list(jax.lax.switch(k, [move(j) for j in range(num)], tuple(inner)))
         mh_evals = jnp.stack([st.num_likelihood_evals for st in inner])[k]
         mh_stage = jnp.stack([st.race_stage for st in inner])[k]
         accept = jnp.stack([jnp.asarray(st.accept_prob, jnp.float32) for st in inner])[k]
@@ -665,18 +667,21 @@ class ModelSelection(InitOnceKernel):
             # num_likelihood_evals). The exact draw appears once in the program, for both uses.
             checked = (jnp.asarray(self.check_decisions > 0) & ~state.exact_model_draw
                        & (state.i % max(self.check_decisions, 1) == 0))
-            exact_value = jax.lax.cond(state.exact_model_draw | checked, lambda _: by_exact(None)[0],
-                                       lambda _: jnp.full((), -1, jnp.int32), None)
+            with jax.named_scope("model_exact_draw"):
+                exact_value = jax.lax.cond(state.exact_model_draw | checked, lambda _: by_exact(None)[0],
+                                           lambda _: jnp.full((), -1, jnp.int32), None)
 
             def skip_race(_):
                 return jnp.full((), -1, jnp.int32), jnp.zeros((), jnp.float32), jnp.zeros((), jnp.int32)
 
-            raced, race_points_cost, stages = jax.lax.cond(state.exact_model_draw, skip_race, by_race, None)
+            with jax.named_scope("model_race"):
+                raced, race_points_cost, stages = jax.lax.cond(state.exact_model_draw, skip_race, by_race, None)
             value = jnp.where(state.exact_model_draw, exact_value, raced)
             cost = jnp.where(state.exact_model_draw, jnp.asarray(num * self._size, jnp.float32), race_points_cost)
             disagrees = checked & (jnp.where(exact_value >= 0, exact_value, k) != jnp.where(raced >= 0, raced, k))
         else:
-            value, cost, stages = by_exact(None)
+            with jax.named_scope("model_exact_draw"):
+                value, cost, stages = by_exact(None)
             checked = disagrees = jnp.zeros((), bool)
         new_k = jnp.where(value >= 0, value, k).astype(jnp.int32)
         exact_draw, race_cost = self._choose_model_draw(state, cost, num)

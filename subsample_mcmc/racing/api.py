@@ -99,7 +99,8 @@ def _core(key, rewards, arm_offset, bound_param, ranges, control_variate, *, rew
         n_race = n_total - n_exact
         base_block, base_pair = block_fn, pair_fn
         if n_exact > 0:
-            exact_rewards = base_block(cv.exact_indices)
+            with jax.named_scope("race_exact_points"):
+                exact_rewards = base_block(cv.exact_indices)
             exact_ok = jnp.all(jnp.isfinite(exact_rewards))
             exact_sum = jnp.sum(jnp.where(exact_ok, exact_rewards, 0.0), axis=1)
             offsets = (arm_offset * n_total + exact_sum) / n_race

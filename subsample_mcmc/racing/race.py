@@ -435,9 +435,10 @@ def run_race(
     # phase (not once per stage), a race that stops leaves the loops at once, and
     # memory is O(D max_block) per race whatever N is.
     for chunk, limit in phases:
-        state = lax.while_loop(
-            lambda st, limit=limit: ~st.done & (st.count < limit), step(chunk), state
-        )
+        with jax.named_scope("race_later_stages"):  # a profile's name for the loops (jax.profiler)
+            state = lax.while_loop(
+                lambda st, limit=limit: ~st.done & (st.count < limit), step(chunk), state
+            )
 
     return RaceResult(
         arm=state.arm,
