@@ -146,6 +146,17 @@ def time_pair(models, y, orders, pseudopriors, args, old_race=None) -> dict:
     return out
 
 
+def sweep_arguments(ap: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The options of the sweep benchmarks (this script and ``arch_sweep_profile.py``)."""
+    ap.add_argument("--data", default="djia")
+    ap.add_argument("--warmup", type=int, default=300)
+    ap.add_argument("--samples", type=int, default=100)
+    ap.add_argument("--sweeps", type=int, default=200)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--seed", type=int, default=0)
+    return ap
+
+
 def data_and_pseudopriors(data: str, orders, warmup: int):
     """The lag matrix of ``data`` and the Laplace pseudopriors both samplers share (fitted once)."""
     y = np.asarray(prepare(load_returns(data).returns, orders).y)
@@ -160,13 +171,8 @@ def data_and_pseudopriors(data: str, orders, warmup: int):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", default="djia")
-    ap.add_argument("--warmup", type=int, default=300)
-    ap.add_argument("--samples", type=int, default=100)
-    ap.add_argument("--sweeps", type=int, default=200)
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--seed", type=int, default=0)
+    ap = sweep_arguments(argparse.ArgumentParser(description=__doc__,
+                                                 formatter_class=argparse.RawDescriptionHelpFormatter))
     ap.add_argument("--race-from", default=None, metavar="REV",
                     help="also time racing with the race loop of git revision REV (e.g. HEAD~1)")
     ap.add_argument("--variants", default="models.arch,column slice",

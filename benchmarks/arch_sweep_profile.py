@@ -34,7 +34,7 @@ import time
 import jax
 import numpy as np
 
-from arch_sweep_cost import RESULTS, compiled_sweeps, data_and_pseudopriors
+from arch_sweep_cost import RESULTS, compiled_sweeps, data_and_pseudopriors, sweep_arguments
 from subsample_mcmc.models.arch import DEFAULT_ORDERS, arch_models
 
 # (region, pattern on the instruction's name scope): the first match wins
@@ -127,14 +127,7 @@ def profile_sweeps(loop, state, y, sweeps: int) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data", default="djia")
-    ap.add_argument("--warmup", type=int, default=300)
-    ap.add_argument("--samples", type=int, default=100)
-    ap.add_argument("--sweeps", type=int, default=200)
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args()
+    args = sweep_arguments(argparse.ArgumentParser(description=__doc__.split("\n")[0])).parse_args()
     # no persistent compilation cache: a program loaded from it may carry the name scopes of the program
     # that was cached (its key leaves the metadata out), which would misattribute every thunk
     orders = DEFAULT_ORDERS
