@@ -116,7 +116,6 @@ def test_uniform_support_halfcauchy_prior_starts_at_max_y():
     assert Y_MAX <= theta <= Y_MAX * (1 + 1e-4)
 
 
-
 def _walled_parabola(x):
     """log p = -(x - 3)^2 on x <= 1, -inf beyond: the mode lies on the support boundary x = 1."""
     x = jnp.atleast_1d(x)[..., 0]
@@ -150,6 +149,7 @@ def test_support_boundary_start_keeps_a_margin_another_program_cannot_round_acro
     assert _representable_between(point[0, 0], 1.0) >= BOUNDARY_MARGIN_ULPS and float(point[0, 0]) < 1.0
     assert abs(float(point[0, 0]) - 1.0) < 1e-5 and np.isfinite(float(f[0]))
     assert float(point[1, 0]) == 0.0  # an inactive segment is left alone
+
 
 def test_uniform_support_is_refused_when_sampling(uniform_run):
     """A race cannot see the data points a proposal theta' < max(y) excludes without

@@ -132,12 +132,17 @@ def _step_inside(point: jax.Array, toward: jax.Array, ulps: int = BOUNDARY_MARGI
 
 
 def _keep_inside(values_fn: Callable, point: jax.Array, toward: jax.Array, f: jax.Array, active):
-    """``(point', f')``: :func:`_step_inside` where ``active`` and its value is finite (one
-    ``values_fn`` pass), else ``(point, f)``."""
-    inner = _step_inside(point, toward)
-    f_inner = values_fn(inner)
-    use = active & jnp.isfinite(f_inner)
-    return jnp.where(use[..., None] if point.ndim > use.ndim else use, inner, point), jnp.where(use, f_inner, f)
+    """``(point', f')``: :func:`_step_inside` where ``active`` and its value is finite, else
+    ``(point, f)``.  One ``values_fn`` pass, and none when nothing is active (a real branch,
+    except under ``vmap``): a search that met no boundary pays nothing."""
+
+    def inside(_):
+        inner = _step_inside(point, toward)
+        f_inner = values_fn(inner)
+        use = active & jnp.isfinite(f_inner)
+        return jnp.where(use[..., None] if point.ndim > use.ndim else use, inner, point), jnp.where(use, f_inner, f)
+
+    return jax.lax.cond(jnp.any(active), inside, lambda _: (point, f), None)
 
 
 def last_finite(values_fn: Callable, good: jax.Array, bad: jax.Array, f_good: jax.Array,
@@ -295,8 +300,7 @@ def _line_search(value_fn, x, d, f0, go, bisections):
     found = go & (lo > 0)
     cut = found & (hi > 0)
     # a step cut by the support boundary ends a few representable numbers inside it (one more pass)
-    x_new, f_new = jax.lax.cond(cut, lambda: _keep_inside(value_fn, x + lo * d, x, f_lo, cut),
-                                lambda: (x + lo * d, f_lo))
+    x_new, f_new = _keep_inside(value_fn, x + lo * d, x, f_lo, cut)
     return x_new, f_new, found, cut, go & ~found & prev_bad
 
 
