@@ -3,12 +3,11 @@ import os
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
-# XLA's CPU client dispatches long computations asynchronously; under the suite's load a
-# worker deadlocked in it (every thread idle, the main thread waiting in
-# CpuPjRtRawLoadedExecutable::Execute for an in-flight slot that was never released): the
-# vectorized RacingMH init of the d = 50 logistic zoo case, seen twice in about ten full
-# runs, never alone (jax-ml/jax#25861 is the same hang). Running computations inline avoids it.
-os.environ.setdefault("JAX_CPU_ENABLE_ASYNC_DISPATCH", "false")
+# JAX's default (asynchronous) dispatch, as users run it.  An earlier version ran
+# computations inline to avoid a deadlock in the vectorized RacingMH init of the d = 50
+# logistic zoo case; it did not: that deadlock came from the vmapped init program itself
+# (inline or not, about two runs in three), and RacingMH now initialises vectorized chains
+# one at a time (see RacingMH._init_states).
 
 # JAX's persistent compilation cache, shared by the pytest-xdist workers and the notebook
 # kernels (they inherit the environment). Most of the suite's time is XLA compilation, and

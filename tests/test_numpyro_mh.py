@@ -138,6 +138,20 @@ def test_sequential_and_vectorized_chains_agree():
     np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
 
 
+def test_vectorized_init_gives_each_chain_its_own_start_and_state():
+    """Vectorized chains are initialised one at a time and stacked: chain c starts at its own
+    ``init_params[c]`` with the state a one-chain init from its key builds."""
+    kernel = RacingMH(normal_model)
+    keys = jax.random.split(jax.random.PRNGKey(5), 3)
+    starts = np.array([0.9, 1.0, 1.1], np.float32)
+    states = kernel.init(keys, 10, {"mu": starts}, (np.asarray(Y),), {})
+    np.testing.assert_allclose(np.asarray(states.z["mu"]), starts)
+    for c in range(3):
+        one = RacingMH(normal_model).init(keys[c], 10, {"mu": starts[c]}, (np.asarray(Y),), {})
+        for a, b in zip(jax.tree.leaves(one), jax.tree.leaves(jax.tree.map(lambda v, c=c: v[c], states))):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6)
+
+
 def test_parallel_chains_on_four_host_devices():
     """chain_method='parallel' over 4 forced host devices equals the sequential run."""
     script = textwrap.dedent(f"""

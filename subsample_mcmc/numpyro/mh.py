@@ -476,22 +476,26 @@ class RacingMH(InitOnceKernel):
             state, report = self._init_one(k, p, a, kw, report=True)
             return state, report, self._start_values(ravel_pytree(state.z)[0][None], a, kw)
 
+        init_one = jit_with_data(init_checked, model_args, model_kwargs, self._jit_cache, "init")
         if not self._vectorized:
-            state, report, checked = jit_with_data(init_checked, model_args, model_kwargs, self._jit_cache,
-                                                   "init")(rng_key, init_params)
+            state, report, checked = init_one(rng_key, init_params)
             self._check_chains(ravel_pytree(state.z)[0][None], [report], model_args, model_kwargs, source,
                                checked=checked)
             self._warn_concentrated(state)
             return state
-        # chain_method="vectorized": one state per key, the step is vmapped in `sample`
-        init_axis = None if init_params is None else 0
-        states, reports, checked = jit_with_data(
-            lambda k, p, a, kw: jax.vmap(lambda k1, p1: init_checked(k1, p1, a, kw), in_axes=(0, init_axis))(k, p),
-            model_args, model_kwargs, self._jit_cache, "init_vectorized")(rng_key, init_params)
+        # chain_method="vectorized": one state per key, the step is vmapped in `sample`.  The
+        # init is not: each chain runs the one-chain program in turn and the states are
+        # stacked.  The vmapped init program (mode search, Newton, proxy pass of every chain at
+        # once) deadlocked XLA's CPU runtime in about two of three runs of a d = 50 logistic
+        # regression with the Langevin proposal (jaxlib 0.10.2; all threads idle, the next
+        # dispatch waiting for a compute slot that the init's execution never released), and
+        # a chain's init is independent of the others', so nothing is lost but a little
+        # vectorisation of a one-off set-up.
+        outs = [init_one(key, None if init_params is None else jax.tree.map(lambda v, c=c: v[c], init_params))
+                for c, key in enumerate(rng_key)]
+        states, checked = jax.tree.map(lambda *v: jnp.stack(v), *[(s, ch) for s, _, ch in outs])
         flats = jax.vmap(lambda z: ravel_pytree(z)[0])(states.z)
-        per_chain = [None if reports is None else jax.tree.map(lambda v, c=c: v[c], reports)
-                     for c in range(rng_key.shape[0])]
-        self._check_chains(flats, per_chain, model_args, model_kwargs, source, vectorized=True,
+        self._check_chains(flats, [r for _, r, _ in outs], model_args, model_kwargs, source, vectorized=True,
                            checked=jax.tree.map(lambda v: v[:, 0], checked))
         self._warn_concentrated(states)
         return states
