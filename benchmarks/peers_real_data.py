@@ -498,20 +498,23 @@ def write_markdown(payload: dict, path: Path):
                 v = met.get(k)
                 return "n/a" if v is None else ("**met**" if v else "**not met**")
 
+            def vs(key, peer):  # "3.2x hmcecs", or "- (peer not run)"
+                return "- (peer not run)" if peer is None or tc[key] is None else f"{_fmt(tc[key])}x {peer}"
+
             lines += [
-                f"**Targets** (racing default): steady min-ESS/s {_fmt(tc['steady_vs_hmcecs'])}x "
-                f"{tc.get('hmcecs_compared')} (>= {TARGETS['vs_hmcecs']:g}: {m('steady_vs_hmcecs')}), "
-                f"{_fmt(tc['steady_vs_nuts'])}x {tc.get('nuts_compared')} (>= "
-                f"{TARGETS['vs_nuts']:g}: {m('steady_vs_nuts')}); end to end {_fmt(tc['e2e_vs_hmcecs'])}x "
-                f"{tc.get('hmcecs_compared')} (>= "
+                f"**Targets** (racing default): steady min-ESS/s {vs('steady_vs_hmcecs', tc.get('hmcecs_compared'))} "
+                f"(>= {TARGETS['vs_hmcecs']:g}: {m('steady_vs_hmcecs')}), "
+                f"{vs('steady_vs_nuts', tc.get('nuts_compared'))} (>= "
+                f"{TARGETS['vs_nuts']:g}: {m('steady_vs_nuts')}); end to end "
+                f"{vs('e2e_vs_hmcecs', tc.get('hmcecs_compared'))} (>= "
                 f"{TARGETS['e2e_vs_hmcecs']:g}: {m('e2e_vs_hmcecs')}); means max z {_fmt(tc['max_z_mean'])} "
                 f"({tc['num_z_mean_over_2']} over 2, chi-square p {_fmt(tc['chi2_mean_pvalue'])}: within 2 MCSE "
                 f"{m('means_within_2_mcse')}); sds max |ratio - 1| {_fmt(tc['max_abs_sd_ratio_minus_1'])} (within 5%: "
                 f"{m('sds_within_5pct')}); evals per effective draw {_fmt(tc['evals_per_effective_draw'])} = "
                 f"{_fmt(tc['evals_per_draw_over_limit'])}x the limit 2 x first_batch = 100 (within 10x: "
-                f"{m('evals_per_draw_within_10x')}). Against the best variant: {_fmt(tc['steady_vs_best_hmcecs'])}x "
-                f"{tc['best_hmcecs']}, {_fmt(tc['steady_vs_best_nuts'])}x {tc['best_nuts']} (steady), "
-                f"{_fmt(tc['e2e_vs_best_hmcecs'])}x {tc['best_hmcecs']} (end to end).",
+                f"{m('evals_per_draw_within_10x')}). Against the best variant: "
+                f"{vs('steady_vs_best_hmcecs', tc['best_hmcecs'])}, {vs('steady_vs_best_nuts', tc['best_nuts'])} "
+                f"(steady), {vs('e2e_vs_best_hmcecs', tc['best_hmcecs'])} (end to end).",
                 "",
             ]
         lines += ["Notes:", ""] + notes + [""]

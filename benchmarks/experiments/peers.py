@@ -312,6 +312,7 @@ RACING_VARIANTS = {
     "racing_rw": {"proposal": "random_walk"},
     "racing_langevin": {"proposal": "langevin"},
     "racing_cn": {"proposal": "crank_nicolson"},
+    "racing_taylor3": {"taylor_order": 3},
 }
 
 SAMPLERS = {
@@ -319,6 +320,7 @@ SAMPLERS = {
     "racing_rw": "RacingMH, proposal='random_walk' (other options default)",
     "racing_langevin": "RacingMH, proposal='langevin' (other options default)",
     "racing_cn": "RacingMH, proposal='crank_nicolson' (Student-t df 5 around the Laplace approximation)",
+    "racing_taylor3": "RacingMH, taylor_order=3 (third-order Taylor proxy; other options default)",
     "nuts": "NumPyro NUTS, full data, dense mass matrix",
     "nuts_diag": "NumPyro NUTS, full data, NumPyro's default diagonal mass",
     "nuts_laplace": "NumPyro NUTS, full data, dense mass = Laplace covariance at the Newton MAP (fixed), "

@@ -234,6 +234,16 @@ class RacingMH(InitOnceKernel):
         newton_steps: at most this many full-data Newton steps polish the best restart
             (each: one gradient-and-Hessian pass over the data and usually one
             log-likelihood pass; it stops early once the Newton decrement is below 1e-3).
+        taylor_order: order of the Taylor proxy (``control_variate="taylor"``), 2 or 3.
+            Third order adds ``1/6 T[D, D, D]`` with ``T`` the full-data sum of the
+            per-datum third-derivative tensors at the mode (one more pass at ``init``, about
+            ``p^2`` likelihood gradients per datum, ``p`` the number of unconstrained
+            parameters), so the race's residuals are of fourth order in ``D = x - mode``
+            (:mod:`~subsample_mcmc.kernels.proxy`).  Each raced point costs one more level of
+            ``jvp``; in exchange far fewer races run to late stages: the near-ties that read
+            a large part of the data are the bulk of a race's cost on large ``N``
+            (``benchmarks/results/racing_mh_stages.md``).  The Pareto ``k`` of the automatic
+            proposal choice uses the quadratic part (a cubic is unbounded above).
 
     Example:
         >>> import jax, jax.numpy as jnp, numpyro, numpyro.distributions as dist
@@ -274,6 +284,7 @@ class RacingMH(InitOnceKernel):
         num_restarts: int = 32,
         exact_when_cheaper: bool = True,
         dense_mass: Optional[bool] = None,
+        taylor_order: int = 2,
     ):
         if dense_mass is not None and not isinstance(dense_mass, (bool, np.bool_)):
             raise TypeError(f"dense_mass must be None (automatic), True or False, got {dense_mass!r}")
@@ -289,6 +300,8 @@ class RacingMH(InitOnceKernel):
             )
         if init_strategy not in ("map", "prior"):
             raise ValueError(f"init_strategy must be 'map' or 'prior', got {init_strategy!r}")
+        if taylor_order not in (2, 3):
+            raise ValueError(f"taylor_order must be 2 or 3, got {taylor_order!r}")
         if int(num_restarts) < 1:
             raise ValueError(f"num_restarts must be >= 1, got {num_restarts}")
         if step_size is not None and not step_size > 0:
@@ -317,6 +330,7 @@ class RacingMH(InitOnceKernel):
         self.num_restarts = int(num_restarts)
         self.exact_when_cheaper = bool(exact_when_cheaper)
         self.dense_mass = dense_mass
+        self.taylor_order = int(taylor_order)
         self._subsampler: Optional[ModelSubsampler] = None
         self._num_warmup = 0
         self._unravel = None
@@ -392,7 +406,8 @@ class RacingMH(InitOnceKernel):
             if self.control_variate != "taylor":
                 return ll(x, i, arrays)
             d = flat.shape[0]
-            proxy = TaylorProxy(flat, jnp.zeros((d,), flat.dtype), jnp.zeros((d, d), flat.dtype))
+            proxy = TaylorProxy(flat, jnp.zeros((d,), flat.dtype), jnp.zeros((d, d), flat.dtype),
+                                third_sum=jnp.zeros((d, d, d), flat.dtype) if self.taylor_order == 3 else None)
             return proxy_residual(lambda t, j: ll(t, j, arrays), proxy)(x, i)
 
         def gradient(x, i, arrays):
@@ -597,7 +612,7 @@ class RacingMH(InitOnceKernel):
             precision = _precision(search)
         elif self.control_variate == "taylor":  # at init_params
             ll = self._log_lik_fn(model_args, model_kwargs)
-            proxy = jax.jit(lambda x: taylor_proxy(ll, x, ms.size))(flat)
+            proxy = jax.jit(lambda x: taylor_proxy(ll, x, ms.size, order=self.taylor_order))(flat)
             precision = -(proxy.hess_sum + jax.jit(jax.hessian(lp))(proxy.reference))
         else:
             # the mini-batch Hessian at the start, scaled to N
@@ -615,7 +630,9 @@ class RacingMH(InitOnceKernel):
         k_hat = jnp.asarray(jnp.nan, flat.dtype)
         if self._automatic_proposal and proxy is not None:
             # prior + the proxy's quadratic sum against the Laplace t: no data read
-            k_hat = reference_k_hat(jax.random.fold_in(rng_key, 1), lambda v: lp(v) + proxy_sum(proxy, v),
+            # the quadratic part: a third-order term is unbounded above along some direction
+            quadratic = proxy._replace(third_sum=None)
+            k_hat = reference_k_hat(jax.random.fold_in(rng_key, 1), lambda v: lp(v) + proxy_sum(quadratic, v),
                                     center.astype(flat.dtype), inv_mass.astype(flat.dtype), cholesky=factor)
             use_cn = k_hat <= K_HAT_MAX
         exact_mode = jnp.asarray(self.race_options["method"] == "exact")
@@ -763,6 +780,8 @@ class RacingMH(InitOnceKernel):
         f_best = value(cand[best])
         f_best = jnp.where(jnp.isfinite(f_best), f_best, f_cand[best])
         mode, grad, hess, proxy, info = newton_ascent(value, grad_hess, cand[best], f_best, self.newton_steps)
+        if self.taylor_order == 3:  # the third-order sums at the polished mode: one more pass
+            proxy = taylor_proxy(ll, mode, n, chunk_size=chunk, order=3)
         # squared Mahalanobis distance of each restart's end from the mode
         delta = cand - mode
         dist2 = -jnp.einsum("ri,ij,rj->r", delta, hess, delta)
@@ -1068,7 +1087,8 @@ class RacingMH(InitOnceKernel):
             st = st._replace(log_lik_sum=jnp.full_like(st.log_lik_sum, jnp.nan))
             if st.proxy is None:
                 return st
-            return st._replace(proxy=taylor_proxy(ll, st.proxy.reference, self._subsampler.size))
+            return st._replace(proxy=taylor_proxy(ll, st.proxy.reference, self._subsampler.size,
+                                                  order=2 if st.proxy.third_sum is None else 3))
 
         return jax.vmap(one)(state) if getattr(self, "_vectorized", False) else one(state)
 
