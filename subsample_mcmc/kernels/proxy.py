@@ -26,7 +26,7 @@ reading a large part of the data, and their share scales with the spread of the
 residual differences (the stage-``k`` width is ``N sigma / sqrt(n_k)``).  On the
 logistic regressions of ``benchmarks/peers_real_data.py``, at pairs of independent
 draws from the Laplace ``t_5`` (the default proposal's reach), the third-order term cuts
-that spread by a factor of 40-80.
+that spread by a factor of 40-80 (``benchmarks/results/proxy_residual_spread.md``).
 
 One proxy serves every caller: the racing MH kernels (two arms: current and proposed
 point), the control-variate gradient (:mod:`~subsample_mcmc.kernels.gradients`), and
