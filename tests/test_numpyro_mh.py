@@ -139,13 +139,15 @@ def test_sequential_and_vectorized_chains_agree():
 
 
 def test_vectorized_init_gives_each_chain_its_own_start_and_state():
-    """Vectorized chains are initialised one at a time and stacked: chain c starts at its own
-    ``init_params[c]`` with the state a one-chain init from its key builds."""
+    """Vectorized chains are initialised one at a time and stacked: chain c's state is the one
+    a one-chain init from its key and ``init_params[c]`` builds; each ascent from its own
+    ``init_params[c]`` (3 and 11 posterior sds away) ends at the posterior mode."""
     kernel = RacingMH(normal_model)
     keys = jax.random.split(jax.random.PRNGKey(5), 3)
-    starts = np.array([0.9, 1.0, 1.1], np.float32)
+    starts = np.array([0.9, 1.0, 1.2], np.float32)
     states = kernel.init(keys, 10, {"mu": starts}, (np.asarray(Y),), {})
-    np.testing.assert_allclose(np.asarray(states.z["mu"]), starts)
+    mean, sd = _posterior()
+    np.testing.assert_allclose(np.asarray(states.z["mu"]), mean, atol=0.05 * sd)
     for c in range(3):
         one = RacingMH(normal_model).init(keys[c], 10, {"mu": starts[c]}, (np.asarray(Y),), {})
         for a, b in zip(jax.tree.leaves(one), jax.tree.leaves(jax.tree.map(lambda v, c=c: v[c], states))):

@@ -16,8 +16,9 @@ Warmup (``num_warmup`` steps of ``numpyro.infer.MCMC``):
 * the start is a checked posterior mode (``init_strategy="map"``): ``num_restarts``
   mini-batch Adam ascents from NumPyro-style initial points, the best by the full-data
   log posterior, a safeguarded full-data Newton polish, a warning when the restarts end
-  at modes of different height or the polished point is not a mode; or a draw from the
-  prior (``init_strategy="prior"``); or ``init_params``;
+  at modes of different height or the polished point is not a mode; or, from a draw from
+  the prior (``init_strategy="prior"``) or from ``init_params``, the mode one such ascent
+  reaches (the start chooses the basin; with ``control_variate="taylor"``, the default);
 * the step size follows dual averaging (Hoffman & Gelman 2014, NumPyro's
   ``dual_averaging``) toward ``target_accept_prob``, driven by the accept indicator;
 * the inverse mass matrix (dense up to 256 parameters, else diagonal) is the inverse
@@ -174,9 +175,23 @@ class RacingMH(InitOnceKernel):
             * ``"map"`` (default): the mode search below; the chain starts at the mode.
             * ``"prior"``: a draw from the prior (NumPyro's ``init_to_sample``), drawn
               again (up to 100 times, one full-data pass each) until the full-data log
-              posterior is finite.  No optimisation moves the start; with
-              ``control_variate="taylor"`` the proxy is still expanded around the mode
-              found by the search below (its cost is paid as with ``"map"``).
+              posterior is finite.  With ``control_variate="taylor"`` the draw only chooses
+              the basin: one ascent of the search below (its Adam phases and Newton
+              polish) starts there, and the chain, the proxy and the Laplace covariance
+              start at the mode it reaches, as with ``init_params``.  Without a proxy the
+              chain starts at the draw.
+
+            ``init_params`` (unconstrained values, as NumPyro's ``MCMC.run`` passes them;
+            a leading chain axis for several chains) are treated like the prior draw: with
+            the Taylor proxy, one ascent from each chain's ``init_params`` and the chain
+            starts at the mode it reaches; otherwise the chain starts at ``init_params``.
+            Why not at ``init_params`` itself: the proxy must be expanded at a mode (far
+            out its residuals are as large as the log-likelihood and the race reads most of
+            the data), and a chain started far out with the proxy at the mode stalls --
+            Crank-Nicolson moves keep the radius, and where the posterior falls off slower
+            than its Laplace Gaussian nearly all are rejected (a negative binomial
+            regression started far out: R-hat 10, ESS 4 in 4 x 1000 draws, no warning).
+            A warning when the ascent ends short of a mode.
 
             Mode search (``"map"``, and the Taylor proxy's reference point):
             ``num_restarts`` initial points -- restart 0 at the prior mean (NumPyro's
@@ -203,8 +218,7 @@ class RacingMH(InitOnceKernel):
             value, a prior or Jacobian term, or an observed site at a data index) when
             the start's log posterior is not finite.  The remedy named in both: more
             restarts, or ``init_params`` (e.g. a draw from a short NUTS run on a subset
-            of the data).  With ``init_params`` none of this runs: the chain starts
-            there and the Taylor proxy is expanded there.
+            of the data).
         num_restarts: initial points of the mode search (default 32).  Cost, per
             chain: ``num_restarts x 2 map_steps x grad_batch_size`` per-datum gradient
             evaluations (independent of N; 32 x 1000 x 256 by default) and
@@ -487,15 +501,21 @@ class RacingMH(InitOnceKernel):
         source = self._start_source(init_params)
         # one compiled program (the data as its arguments, not as constants): the start,
         # then the full-data log posterior there
+        # (init_params themselves are checked: an ascent from a point with an infinite log
+        # posterior would hide the user's error)
+        def given(p):
+            return ravel_pytree({k: jnp.asarray(p[k]) for k in self._subsampler.continuous_sites})[0]
+
         def init_checked(k, p, a, kw):
             state, report = self._init_one(k, p, a, kw, report=True)
-            return state, report, self._start_values(ravel_pytree(state.z)[0][None], a, kw)
+            start = ravel_pytree(state.z)[0] if p is None else given(p).astype(ravel_pytree(state.z)[0].dtype)
+            return state, report, self._start_values(start[None], a, kw)
 
         init_one = jit_with_data(init_checked, model_args, model_kwargs, self._jit_cache, "init")
         if not self._vectorized:
             state, report, checked = init_one(rng_key, init_params)
-            self._check_chains(ravel_pytree(state.z)[0][None], [report], model_args, model_kwargs, source,
-                               checked=checked)
+            start = ravel_pytree(state.z)[0] if init_params is None else given(init_params)
+            self._check_chains(start[None], [report], model_args, model_kwargs, source, checked=checked)
             self._warn_concentrated(state)
             return state
         # chain_method="vectorized": one state per key, the step is vmapped in `sample`.  The
@@ -509,7 +529,8 @@ class RacingMH(InitOnceKernel):
         outs = [init_one(key, None if init_params is None else jax.tree.map(lambda v, c=c: v[c], init_params))
                 for c, key in enumerate(rng_key)]
         states, checked = jax.tree.map(lambda *v: jnp.stack(v), *[(s, ch) for s, _, ch in outs])
-        flats = jax.vmap(lambda z: ravel_pytree(z)[0])(states.z)
+        flats = jax.vmap(lambda z: ravel_pytree(z)[0])(states.z if init_params is None else
+                                                      {k: jnp.asarray(v) for k, v in init_params.items()})
         self._check_chains(flats, [r for _, r, _ in outs], model_args, model_kwargs, source, vectorized=True,
                            checked=jax.tree.map(lambda v: v[:, 0], checked))
         self._warn_concentrated(states)
@@ -575,7 +596,9 @@ class RacingMH(InitOnceKernel):
                 raise ValueError(f"the log posterior is {f[c]} at the start{'' if chain is None else f' of chain {c}'} "
                                  f"({source}); pass init_params (e.g. a draw from a short NUTS run on a subset of "
                                  "the data)")
-            self._check_search(reports[c], model_args, model_kwargs, chain)
+            self._check_search(reports[c], model_args, model_kwargs, chain, one_ascent_from=(
+                None if source.startswith("init_strategy='map'") else
+                "init_params" if source == "init_params" else "a prior draw (init_strategy='prior')"))
 
     def _start_source(self, init_params):
         if init_params is not None:
@@ -598,22 +621,30 @@ class RacingMH(InitOnceKernel):
         self._unravel = unravel
         lp = self._log_prior_fn(model_args, model_kwargs)
         search = None
-        if init_params is None and (self.init_strategy == "map" or self.control_variate == "taylor"):
+        if init_params is None and self.init_strategy == "prior":
+            # a prior draw, redrawn until the full-data log posterior is finite
+            flat = jax.jit(lambda k: self._finite_draws(
+                k, None, init_to_sample, 1, model_args, model_kwargs)[0][0])(key_init)
+        if init_params is None and self.init_strategy == "map":
             search = jit_with_data(self._mode_search, model_args, model_kwargs)(key_map)
-        if init_params is None:
-            if self.init_strategy == "map":
-                flat = search["mode"]
-            else:  # a prior draw, redrawn until the full-data log posterior is finite
-                flat = jax.jit(lambda k: self._finite_draws(
-                    k, None, init_to_sample, 1, model_args, model_kwargs)[0][0])(key_init)
+            flat = search["mode"]
+        elif self.control_variate == "taylor":
+            # init_params or a prior draw: one ascent from there; the chain, the proxy and the
+            # Laplace covariance start at the mode it reaches (the start chooses the basin).
+            # Expanded at a start far from the mode, the proxy's residuals are of the size of the
+            # log-likelihood and its Hessian is the tail's curvature: races read most of the data
+            # and the mass matrix (full-data, so not re-estimated) mis-scales every move.  Started
+            # far out with the proxy at the mode, a chain still stalls: Crank-Nicolson's moves keep
+            # the radius, and where the posterior falls off slower than its Laplace Gaussian (a
+            # log link's linear side) nearly all are rejected and the step size collapses
+            # (a negative binomial regression started at init_params far out: R-hat 10)
+            search = jit_with_data(lambda k, x, a, kw: self._mode_search(k, a, kw, start=x),
+                                   model_args, model_kwargs)(key_map, flat)
+            flat = search["mode"]
         proxy = None
         if search is not None:  # proxy and curvature at the searched mode
             proxy = search["proxy"] if self.control_variate == "taylor" else None
             precision = _precision(search)
-        elif self.control_variate == "taylor":  # at init_params
-            ll = self._log_lik_fn(model_args, model_kwargs)
-            proxy = jax.jit(lambda x: taylor_proxy(ll, x, ms.size, order=self.taylor_order))(flat)
-            precision = -(proxy.hess_sum + jax.jit(jax.hessian(lp))(proxy.reference))
         else:
             # the mini-batch Hessian at the start, scaled to N
             objective = self._minibatch_objective(model_args, model_kwargs)
@@ -621,10 +652,7 @@ class RacingMH(InitOnceKernel):
         d = flat.shape[0]
         inv_mass = inverse_mass(precision, self._is_dense(d))
         center = flat if search is None else search["mode"]
-        if search is None and proxy is not None:  # init_params: the mode of the quadratic (Laplace) model
-            g = proxy.grad_sum + jax.grad(lp)(proxy.reference)
-            center = proxy.reference + (inv_mass @ g if inv_mass.ndim == 2 else inv_mass * g)
-        self._mass_from_full_data = search is not None or self.control_variate == "taylor"
+        self._mass_from_full_data = search is not None
         factor = jnp.linalg.cholesky(inv_mass.astype(flat.dtype)) if inv_mass.ndim == 2 else None
         use_cn = jnp.asarray(self._proposal.name == "crank_nicolson")
         k_hat = jnp.asarray(jnp.nan, flat.dtype)
@@ -734,18 +762,23 @@ class RacingMH(InitOnceKernel):
         pts, vals, _, rounds = jax.lax.while_loop(cond, body, init)
         return pts, vals, rounds
 
-    def _mode_search(self, key, model_args, model_kwargs):
+    def _mode_search(self, key, model_args, model_kwargs, start=None):
         """Restarts (vmapped mini-batch Adam), the best by the full-data log posterior,
-        safeguarded Newton, gradient/curvature check.  Traceable; one compilation."""
+        safeguarded Newton, gradient/curvature check.  Traceable; one compilation.  With a
+        flat ``start`` (``init_params``): one ascent, from there."""
         ms = self._subsampler
-        r = self.num_restarts
+        r = self.num_restarts if start is None else 1
         n = ms.size
         lp, ll = self._log_prior_fn(model_args, model_kwargs), self._log_lik_fn(model_args, model_kwargs)
         values, value = self._full_log_posterior(model_args, model_kwargs)
         objective = self._minibatch_objective(model_args, model_kwargs)
         key_draw, key_adam = jax.random.split(key)
-        starts, f_starts, rounds = self._finite_draws(key_draw, init_to_mean,
-                                                      init_to_uniform(radius=2.0), r, model_args, model_kwargs)
+        if start is None:
+            starts, f_starts, rounds = self._finite_draws(key_draw, init_to_mean,
+                                                          init_to_uniform(radius=2.0), r, model_args, model_kwargs)
+        else:
+            starts = start[None]
+            f_starts, rounds = values(starts), jnp.zeros((), jnp.int32)
         # two Adam phases (constant rate, then decaying), every restart, one compiled loop
         def phase(x, xs):
             rates, k = xs
@@ -791,12 +824,24 @@ class RacingMH(InitOnceKernel):
                     value=info.value, newton_steps=info.steps, at_boundary=info.at_boundary,
                     decrement=info.decrement, negative_definite=info.negative_definite)
 
-    def _check_search(self, report, model_args, model_kwargs, chain=None):
-        """Warnings (or an error) from the mode search's report; nothing when traced."""
+    def _check_search(self, report, model_args, model_kwargs, chain=None, one_ascent_from=None):
+        """Warnings (or an error) from the mode search's report; nothing when traced.
+        ``one_ascent_from``: the start's source when the search was one ascent from it."""
         if report is None or any(isinstance(v, jax.core.Tracer) for v in jax.tree.leaves(report)):
             return
         rep = {k: np.asarray(v) for k, v in report.items()}
         of_chain = "" if chain is None else f" (chain {chain})"
+        if one_ascent_from is not None:  # no restarts to compare
+            dec = float(rep["decrement"])
+            if not rep["at_boundary"] and not dec <= 1.0:
+                warnings.warn(
+                    f"RacingMH start{of_chain}: the ascent from {one_ascent_from} did not reach a mode of the "
+                    f"full-data log posterior (Newton decrement g'(-H)^-1 g = {dec:.4g} after "
+                    f"{int(rep['newton_steps'])} Newton steps, want < 1); the chain, the Taylor proxy and the "
+                    "Laplace covariance start at the best point it reached, away from the posterior's bulk, so "
+                    "warmup may not reach it. Raise map_steps or newton_steps, or use init_strategy='map' "
+                    "without init_params (the best of num_restarts ascents).", UserWarning, stacklevel=4)
+            return
         role = ("the start" if self.init_strategy == "map" else "the Taylor proxy's reference point")
         if not np.isfinite(rep["value"]):
             # name the non-finite term at the best point the search had

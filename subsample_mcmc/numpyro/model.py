@@ -106,6 +106,17 @@ class InitOnceKernel(MCMCKernel):
     """
 
     def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
+        """The initial state (NumPyro's ``MCMCKernel.init``; ``MCMC.run`` calls it).
+
+        Args:
+            rng_key: a PRNG key, or an array of ``C`` keys for ``C`` vectorised chains (the
+                state then has a leading chain axis).
+            num_warmup: the warmup steps that will follow (adaptation schedules scale with it).
+            init_params: ``None`` (the kernel's ``init_strategy``), or a dict of the latent
+                sites' values in the unconstrained space, with a leading chain axis for
+                vectorised chains; the class docstring says how each kernel uses them.
+            model_args, model_kwargs: the model's data arguments, as given to ``MCMC.run``.
+        """
         state = self._init_states(rng_key, num_warmup, init_params, model_args, model_kwargs)
         self._sample_fn = self.sample
         return state
