@@ -156,9 +156,13 @@ class RacingGibbs(InitOnceKernel):
         self._setup(model_args, model_kwargs)
         self._vectorized = not is_prng_key(rng_key)
         if self._vectorized:
-            axis = None if init_params is None else 0
-            return jax.vmap(lambda k, p: self._init_one(k, num_warmup, p, model_args, model_kwargs),
-                            in_axes=(0, axis))(rng_key, init_params)
+            # one chain at a time, then stacked (as RacingMH's vectorized init): a vmapped init
+            # traced the inner kernel's start checks away (no mode-search warnings) and its
+            # vmapped mode search is the program that deadlocked XLA's CPU runtime
+            states = [self._init_one(k, num_warmup, None if init_params is None else
+                                     jax.tree.map(lambda v, c=c: v[c], init_params), model_args, model_kwargs)
+                      for c, k in enumerate(rng_key)]
+            return jax.tree.map(lambda *v: jnp.stack(v), *states)
         return self._init_one(rng_key, num_warmup, init_params, model_args, model_kwargs)
 
     def _init_one(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
