@@ -189,9 +189,9 @@ class RacingMH(InitOnceKernel):
             out its residuals are as large as the log-likelihood and the race reads most of
             the data), and a chain started far out with the proxy at the mode stalls --
             Crank-Nicolson moves keep the radius, and where the posterior falls off slower
-            than its Laplace Gaussian nearly all are rejected (a negative binomial
-            regression started far out: R-hat 10, ESS 4 in 4 x 1000 draws, no warning).
-            A warning when the ascent ends short of a mode.
+            than its Laplace Gaussian nearly all are rejected, with no warning
+            (``tests/test_numpyro_start.py`` starts a negative binomial regression far
+            out).  A warning when the ascent ends short of a mode.
 
             Mode search (``"map"``, and the Taylor proxy's reference point):
             ``num_restarts`` initial points -- restart 0 at the prior mean (NumPyro's
@@ -529,8 +529,8 @@ class RacingMH(InitOnceKernel):
         outs = [init_one(key, None if init_params is None else jax.tree.map(lambda v, c=c: v[c], init_params))
                 for c, key in enumerate(rng_key)]
         states, checked = jax.tree.map(lambda *v: jnp.stack(v), *[(s, ch) for s, _, ch in outs])
-        flats = jax.vmap(lambda z: ravel_pytree(z)[0])(states.z if init_params is None else
-                                                      {k: jnp.asarray(v) for k, v in init_params.items()})
+        flats = (jax.vmap(lambda z: ravel_pytree(z)[0])(states.z) if init_params is None
+                 else jax.vmap(given)(init_params))
         self._check_chains(flats, [r for _, r, _ in outs], model_args, model_kwargs, source, vectorized=True,
                            checked=jax.tree.map(lambda v: v[:, 0], checked))
         self._warn_concentrated(states)
@@ -637,7 +637,6 @@ class RacingMH(InitOnceKernel):
             # far out with the proxy at the mode, a chain still stalls: Crank-Nicolson's moves keep
             # the radius, and where the posterior falls off slower than its Laplace Gaussian (a
             # log link's linear side) nearly all are rejected and the step size collapses
-            # (a negative binomial regression started at init_params far out: R-hat 10)
             search = jit_with_data(lambda k, x, a, kw: self._mode_search(k, a, kw, start=x),
                                    model_args, model_kwargs)(key_map, flat)
             flat = search["mode"]
@@ -842,7 +841,7 @@ class RacingMH(InitOnceKernel):
                     "warmup may not reach it. Raise map_steps or newton_steps, or use init_strategy='map' "
                     "without init_params (the best of num_restarts ascents).", UserWarning, stacklevel=4)
             return
-        role = ("the start" if self.init_strategy == "map" else "the Taylor proxy's reference point")
+        role = "the start"
         if not np.isfinite(rep["value"]):
             # name the non-finite term at the best point the search had
             self._check_initial_point(rep["mode"], model_args, model_kwargs, self._start_source(None), chain)
