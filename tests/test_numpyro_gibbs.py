@@ -180,3 +180,13 @@ def test_data_space_control_variate_must_agree_with_the_model():
     with pytest.raises(ValueError, match="disagrees with the model"):
         MCMC(RacingGibbs(student, control_variate=wrong), num_warmup=0, num_samples=1,
              progress_bar=False).run(jax.random.PRNGKey(0), y)
+
+
+def test_vectorized_init_params_without_a_chain_axis_are_refused_by_name():
+    """Before: an IndexError from slicing each chain's start out of a value with no chain axis."""
+    kernel = RacingGibbs(mixed, inner_kernel=RacingMH(mixed))
+    keys = jax.random.split(jax.random.PRNGKey(0), 3)
+    with pytest.raises(ValueError, match=r"init_params\['s'\] has shape \(\); .*\(a leading axis of the 3 chains"):
+        kernel.init(keys, 10, {"s": np.array(0.0)}, (np.asarray(Y),), {})
+    with pytest.raises(ValueError, match=r"\['nope'\], which are not latent sites RacingGibbs starts"):
+        kernel.init(keys, 10, {"nope": np.zeros(3)}, (np.asarray(Y),), {})

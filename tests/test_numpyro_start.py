@@ -334,3 +334,30 @@ def test_nonfinite_init_params_are_refused_before_the_ascent():
     far = {"b0": np.array(0.0), "b": np.zeros(2), "r": np.array(np.nan)}
     with pytest.raises(ValueError, match="latent site 'r' is not finite"):
         RacingMH(negbin_regression).init(jax.random.PRNGKey(0), 10, far, (x, y), {})
+
+
+@pytest.mark.parametrize("bad, match", [
+    ({"b0": np.zeros(2), "b": np.zeros((2, 2)), "r": np.zeros(2), "c": np.zeros(2)}, r"\['c'\], which are not latent"),
+    ({"b0": np.zeros(2), "b": np.zeros((2, 2))}, r"lacks the latent sites \['r'\]"),
+    ({"b0": np.zeros(2), "b": np.zeros((2, 3)), "r": np.zeros(2)}, r"init_params\['b'\] has shape \(2, 3\); site 'b' "
+                                                                     r"needs shape \(2, 2\)"),
+    ({"b0": np.array(0.0), "b": np.zeros(2), "r": np.array(0.0)}, r"init_params\['b0'\] has shape \(\); .* \(a leading "
+                                                                   r"axis of the 2 chains"),
+])
+def test_init_params_that_do_not_fit_the_model_are_refused_by_name(bad, match):
+    """Before: a bare KeyError, an IndexError from the chain slicing, a dot_general TypeError, or
+    (an unknown site) silence."""
+    x, y = np.zeros((100, 2)), np.arange(100) % 3
+    keys = jax.random.split(jax.random.PRNGKey(0), 2)
+    with pytest.raises(ValueError, match=match):
+        RacingMH(negbin_regression).init(keys, 10, bad, (x, y), {})
+
+
+def test_overflowing_init_params_get_a_fix_that_fits_them():
+    """exp(800) overflows: the message says so and does not tell a user who passed init_params to pass them."""
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(200, 2)), rng.poisson(2.0, 200)
+    start = {"b0": np.array(800.0), "b": np.zeros(2), "r": np.array(0.0)}
+    with pytest.raises(ValueError, match="overflows") as err:
+        RacingMH(negbin_regression).init(jax.random.PRNGKey(0), 10, start, (x, y), {})
+    assert "choose init_params where" in str(err.value) and "pass init_params" not in str(err.value)

@@ -29,7 +29,7 @@ from ..racing import METHODS, sample_discrete
 from ..racing.race import _run_at_most_once
 from .control import DataSpaceControlVariate
 from .mh import RacingMH
-from .model import InitOnceKernel, ModelSubsampler, full_data_model
+from .model import InitOnceKernel, ModelSubsampler, check_init_params, full_data_model
 
 __all__ = ["RacingGibbs", "RacingGibbsState"]
 
@@ -155,6 +155,14 @@ class RacingGibbs(InitOnceKernel):
         model_kwargs = {} if model_kwargs is None else dict(model_kwargs)
         self._setup(model_args, model_kwargs)
         self._vectorized = not is_prng_key(rng_key)
+        ms = self._ms
+        proto = {k: ms.prototype_trace[k]["value"] for k in ms.continuous_sites}
+        shapes = {**{k: jnp.shape(ms.prototype_trace[k]["value"]) for k in ms.discrete_sites},
+                  **{k: jnp.shape(v) for k, v in ms.unconstrain(proto).items()}}
+        # any site may be left out (the discrete ones start at the prototype's values, the inner
+        # kernel checks the continuous ones it needs)
+        check_init_params(init_params, shapes, jnp.shape(rng_key)[0] if self._vectorized else None,
+                          optional=tuple(shapes), kernel="RacingGibbs")
         if self._vectorized:
             # one chain at a time, then stacked (as RacingMH's vectorized init): a vmapped init
             # traced the inner kernel's start checks away (no mode-search warnings) and its

@@ -65,7 +65,7 @@ from ..kernels.proxy import TaylorProxy, proxy_residual, proxy_sum, residual_spr
 from ..racing import METHODS
 from ..racing.race import _run_at_most_once
 from .control import DataSpaceControlVariate
-from .model import InitOnceKernel, ModelSubsampler, PlateIndices, jit_with_data, split_data
+from .model import InitOnceKernel, ModelSubsampler, PlateIndices, check_init_params, jit_with_data, split_data
 
 __all__ = ["RacingMH", "RacingMHState"]
 
@@ -498,6 +498,10 @@ class RacingMH(InitOnceKernel):
         self._setup(model_args, model_kwargs)
         self._num_warmup = int(num_warmup)
         self._vectorized = not is_prng_key(rng_key)
+        ms = self._subsampler
+        proto = {k: ms.prototype_trace[k]["value"] for k in ms.continuous_sites}
+        check_init_params(init_params, {k: np.shape(v) for k, v in ms.unconstrain(proto).items()},
+                          np.shape(rng_key)[0] if self._vectorized else None)
         source = self._start_source(init_params)
         # one compiled program (the data as its arguments, not as constants): the start,
         # then the full-data log posterior there
@@ -566,7 +570,9 @@ class RacingMH(InitOnceKernel):
                 f"{self.race_options['first_batch']} typically sees 1/{float(np.max(ratio[exact])):.0f} of its sd: "
                 "rare events in a rare stratum, or a few extreme rows), so a race would decide on a width too "
                 "narrow and err beyond delta without any sign in the draws. To race anyway pass "
-                "exact_when_cheaper=False (not recommended); NUTS is the alternative.", UserWarning, stacklevel=4)
+                "exact_when_cheaper=False (not recommended); NUTS is the alternative. (Other chains may switch "
+                "to the exact step at the end of warmup, when their races cost more than N per step: the state's "
+                "exact_mode says which.)", UserWarning, stacklevel=4)
 
     def _start_values(self, flats, model_args, model_kwargs):
         """``(log posterior [C], latents finite [C])`` at the flat starts ``[C, p]`` (one
@@ -593,9 +599,10 @@ class RacingMH(InitOnceKernel):
             chain = c if vectorized else None
             if not (np.isfinite(f[c]) and ok[c]):
                 self._check_initial_point(flats[c], model_args, model_kwargs, source, chain)
+                fix = ("choose init_params where it is finite (unconstrained values)" if source == "init_params"
+                       else "pass init_params (e.g. a draw from a short NUTS run on a subset of the data)")
                 raise ValueError(f"the log posterior is {f[c]} at the start{'' if chain is None else f' of chain {c}'} "
-                                 f"({source}); pass init_params (e.g. a draw from a short NUTS run on a subset of "
-                                 "the data)")
+                                 f"({source}); {fix}")
             self._check_search(reports[c], model_args, model_kwargs, chain, one_ascent_from=(
                 None if source.startswith("init_strategy='map'") else
                 "init_params" if source == "init_params" else "a prior draw (init_strategy='prior')"))
@@ -894,7 +901,9 @@ class RacingMH(InitOnceKernel):
             return
         ms = self._subsampler
         at = f"at the start{'' if chain is None else f' of chain {chain}'} ({source})"
-        hint = "pass init_params (e.g. a draw from a short NUTS run on a subset of the data)"
+        hint = ("choose init_params where the log posterior is finite (they are unconstrained values: the log "
+                "of a positive parameter, for instance)" if source == "init_params" else
+                "pass init_params (e.g. a draw from a short NUTS run on a subset of the data)")
         z = self._unravel(jnp.asarray(flat))
         values = ms.constrain(z)
         for k in ms.continuous_sites:
@@ -934,7 +943,8 @@ class RacingMH(InitOnceKernel):
                 missing = [repr(name) for name, _ in ms.nan_arguments(model_args, model_kwargs, index=i)]
                 why = (f"the data are missing there: {', '.join(missing)} is NaN at index {i}; drop or impute "
                        "rows with missing values before sampling" if missing else
-                       "the data lie outside the likelihood's support there: check the data or " + hint)
+                       "the data lie outside the likelihood's support there, or the likelihood overflows at "
+                       "these latent values: check the data or " + hint)
                 raise ValueError(
                     f"the log-likelihood of observed site {name!r} is not finite {at}: {v} at data index "
                     f"{i} (first of {bad_count[name]} of {n} data points), with latent values {vals}; {why}")

@@ -124,6 +124,34 @@ class InitOnceKernel(MCMCKernel):
     def _init_states(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
         raise NotImplementedError
 
+def check_init_params(init_params, shapes: dict, num_chains: Optional[int] = None, optional=(),
+                      kernel: str = "RacingMH") -> None:
+    """Raise a ``ValueError`` naming the site and the fix when ``init_params`` does not fit the model.
+
+    ``shapes``: each latent site's shape in the unconstrained space (the space NumPyro's
+    ``init_params`` live in); ``num_chains``: vectorised chains, each value then needs a leading
+    axis of that length; ``optional``: sites that may be left out (started by the kernel)."""
+    if init_params is None:
+        return
+    if not isinstance(init_params, dict):
+        raise TypeError(f"init_params must be a dict {{latent site name: value in the unconstrained space}}, got "
+                        f"{type(init_params).__name__}")
+    unknown = sorted(set(init_params) - set(shapes))
+    if unknown:
+        raise ValueError(f"init_params has {unknown}, which are not latent sites {kernel} starts (those are "
+                         f"{sorted(shapes)}); drop them (observed and deterministic sites take no start)")
+    missing = sorted(set(shapes) - set(init_params) - set(optional))
+    if missing:
+        raise ValueError(f"init_params lacks the latent sites {missing}: give each of {sorted(shapes)} a value in "
+                         "the unconstrained space, or pass no init_params")
+    for k, v in init_params.items():
+        want = tuple(shapes[k]) if num_chains is None else (int(num_chains),) + tuple(shapes[k])
+        if tuple(np.shape(v)) != want:
+            axis = "" if num_chains is None else f" (a leading axis of the {num_chains} chains: one start per chain)"
+            raise ValueError(f"init_params[{k!r}] has shape {tuple(np.shape(v))}; site {k!r} needs shape {want}"
+                             f"{axis}, in the unconstrained space")
+
+
 class PlateIndices(Messenger):
     """Replace the indices of plate ``name`` (of full size ``size``) by ``indices``."""
 
