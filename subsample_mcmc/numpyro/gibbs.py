@@ -156,9 +156,8 @@ class RacingGibbs(InitOnceKernel):
         self._setup(model_args, model_kwargs)
         self._vectorized = not is_prng_key(rng_key)
         ms = self._ms
-        proto = {k: ms.prototype_trace[k]["value"] for k in ms.continuous_sites}
         shapes = {**{k: jnp.shape(ms.prototype_trace[k]["value"]) for k in ms.discrete_sites},
-                  **{k: jnp.shape(v) for k, v in ms.unconstrain(proto).items()}}
+                  **{k: jnp.shape(v) for k, v in ms.unconstrained_prototype().items()}}
         # any site may be left out (the discrete ones start at the prototype's values, the inner
         # kernel checks the continuous ones it needs)
         check_init_params(init_params, shapes, jnp.shape(rng_key)[0] if self._vectorized else None,

@@ -374,8 +374,7 @@ class RacingMH(InitOnceKernel):
 
     def _unravel_size(self) -> int:
         ms = self._subsampler
-        proto = {k: ms.prototype_trace[k]["value"] for k in ms.continuous_sites}
-        return int(ravel_pytree(ms.unconstrain(proto))[0].shape[0])
+        return int(ravel_pytree(ms.unconstrained_prototype())[0].shape[0])
 
     # -- model plumbing ---------------------------------------------------------------
     def _setup(self, model_args, model_kwargs):
@@ -408,8 +407,7 @@ class RacingMH(InitOnceKernel):
         term of the mini-batch gradient; ``proxy``: one datum's gradient and Hessian
         (building or refreshing the proxy).
         """
-        proto = {k: ms.prototype_trace[k]["value"] for k in ms.continuous_sites}
-        flat, unravel = ravel_pytree(ms.unconstrain(proto))
+        flat, unravel = ravel_pytree(ms.unconstrained_prototype())
         idx = jnp.arange(min(256, ms.size))
         arrays, rebuild = split_data(model_args, model_kwargs)  # arguments, not constants
 
@@ -499,8 +497,7 @@ class RacingMH(InitOnceKernel):
         self._num_warmup = int(num_warmup)
         self._vectorized = not is_prng_key(rng_key)
         ms = self._subsampler
-        proto = {k: ms.prototype_trace[k]["value"] for k in ms.continuous_sites}
-        check_init_params(init_params, {k: np.shape(v) for k, v in ms.unconstrain(proto).items()},
+        check_init_params(init_params, {k: np.shape(v) for k, v in ms.unconstrained_prototype().items()},
                           np.shape(rng_key)[0] if self._vectorized else None)
         source = self._start_source(init_params)
         # one compiled program (the data as its arguments, not as constants): the start,
@@ -508,7 +505,7 @@ class RacingMH(InitOnceKernel):
         # (init_params themselves are checked: an ascent from a point with an infinite log
         # posterior would hide the user's error)
         def given(p):
-            return ravel_pytree({k: jnp.asarray(p[k]) for k in self._subsampler.continuous_sites})[0]
+            return ravel_pytree({k: jnp.asarray(p[k]) for k in ms.continuous_sites})[0]
 
         def init_checked(k, p, a, kw):
             state, report = self._init_one(k, p, a, kw, report=True)
@@ -621,8 +618,7 @@ class RacingMH(InitOnceKernel):
         ms = self._subsampler
         key_init, key_map, key_state = jax.random.split(rng_key, 3)
         if init_params is None:
-            proto = {k: ms.prototype_trace[k]["value"] for k in ms.continuous_sites}
-            flat, unravel = ravel_pytree(ms.unconstrain(proto))
+            flat, unravel = ravel_pytree(ms.unconstrained_prototype())
         else:
             flat, unravel = ravel_pytree({k: jnp.asarray(init_params[k]) for k in ms.continuous_sites})
         self._unravel = unravel
@@ -1202,8 +1198,7 @@ def _parameter_dependent_support(ms, model_args, model_kwargs):
     when the latent values move (e.g. ``Uniform(0, theta)``), else ``None``.  Checked on a
     few data points at two latent points (the prototype and a shifted one)."""
     try:
-        proto = {k: ms.prototype_trace[k]["value"] for k in ms.continuous_sites}
-        unc = ms.unconstrain(proto)
+        unc = ms.unconstrained_prototype()
         idx = jnp.arange(min(8, ms.size))
         traces = [ms._trace(ms.constrain({k: v + shift for k, v in unc.items()}), idx, model_args, model_kwargs)
                   for shift in (0.0, 0.7)]

@@ -772,6 +772,11 @@ class ModelSubsampler:
     def unconstrain(self, constrained: dict) -> dict:
         return {k: self.transforms[k].inv(v) for k, v in constrained.items()}
 
+    def unconstrained_prototype(self) -> dict:
+        """The continuous latent sites' prototype values (one model run) in the unconstrained space:
+        the shapes ``init_params`` and a kernel's flat state take."""
+        return self.unconstrain({k: self.prototype_trace[k]["value"] for k in self.continuous_sites})
+
     def log_abs_det_jacobian(self, unconstrained: dict):
         total = jnp.zeros(())
         for k, u in unconstrained.items():
