@@ -97,6 +97,7 @@ class RacingMHState(NamedTuple):
 
 _DA_INIT, _DA_UPDATE = dual_averaging()
 _MAX_DRAWS = 100  # initial draws per restart until finite, as NumPyro's find_valid_initial_params
+_ONE_ASCENT_NEWTON_STEPS = 32  # at most this many Newton steps (or newton_steps) polish one ascent from init_params
 _MODE_TOL = 1.0  # restarts within this many log-posterior units per parameter count as the same mode
 #: the rare-influential-data check at init: the chain samples by the exact step when, over pairs of
 #: Laplace draws, the race's first batch typically sees less than 1/5 of its rewards' sd (the median
@@ -248,6 +249,7 @@ class RacingMH(InitOnceKernel):
         newton_steps: at most this many full-data Newton steps polish the best restart
             (each: one gradient-and-Hessian pass over the data and usually one
             log-likelihood pass; it stops early once the Newton decrement is below 1e-3).
+            The one ascent from ``init_params`` or a prior draw may take ``max(newton_steps, 32)``.
         taylor_order: order of the Taylor proxy (``control_variate="taylor"``), 2 or 3.
             Third order adds ``1/6 T[D, D, D]`` with ``T`` the full-data sum of the
             per-datum third-derivative tensors at the mode (one more pass at ``init``, about
@@ -814,7 +816,11 @@ class RacingMH(InitOnceKernel):
         # Newton step gains (military: no step accepted from a point 29 nats below the mode)
         f_best = value(cand[best])
         f_best = jnp.where(jnp.isfinite(f_best), f_best, f_cand[best])
-        mode, grad, hess, proxy, info = newton_ascent(value, grad_hess, cand[best], f_best, self.newton_steps)
+        # one ascent from a given start has no other restart to fall back on: Newton may take
+        # more steps there (it stops once converged).  A Poisson regression started at
+        # init_params far out (exp-link counts ~e^8 too large) needed 19 after the Adam phases
+        steps = self.newton_steps if start is None else max(self.newton_steps, _ONE_ASCENT_NEWTON_STEPS)
+        mode, grad, hess, proxy, info = newton_ascent(value, grad_hess, cand[best], f_best, steps)
         if self.taylor_order == 3:  # the third-order sums at the polished mode: one more pass
             proxy = taylor_proxy(ll, mode, n, chunk_size=chunk, order=3)
         # squared Mahalanobis distance of each restart's end from the mode
