@@ -402,6 +402,7 @@ def _notes(r: dict) -> str:
         bits.append(f"set-up {r['setup_evals']:.3g} evals")
     for key, label in (("mean_leapfrog_steps", "leapfrog steps/iter"), ("mean_race_stage", "race stage"),
                        ("fraction_full_reads", "full reads"), ("step_size", "step size"), ("exact_mode", "exact mode"),
+                       ("proxy_order", "proxy order"),
                        ("chi", "chi"), ("target_batch", "target batch"), ("mean_batch", "mean Poisson batch"),
                        ("mean_kept", "kept per step"), ("cap_binds", "cap binds"),
                        ("num_integration_steps", "integration steps"), ("reward_range", "EBS reward range"),

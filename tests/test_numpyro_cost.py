@@ -52,7 +52,7 @@ def test_proxy_residuals_count_more_than_one_evaluation():
     calibrated, not guessed."""
     kernel = RacingMH(normal_model, first_batch=N, exact_when_cheaper=False)
     evals = _evals(kernel, (Y,))
-    point = kernel._costs["point"]
+    point = kernel._cost("point")
     assert point > 1.0
     assert np.all(evals == int(round(2 * N * point)))
 

@@ -66,7 +66,7 @@ def test_conjugate_posterior_mcse_z(model, proposal):
     evals = idata.sample_stats["num_likelihood_evals"]
     # a small fraction of the exact step's cost in the same units: both arms at all N data,
     # each a Taylor residual costing point_cost likelihood evaluations
-    point_cost = mcmc.sampler._costs["point"]
+    point_cost = mcmc.sampler._cost("point")
     assert float(evals.mean()) < 0.05 * 2 * N * point_cost
 
 
@@ -521,5 +521,57 @@ def test_third_order_proxy_keeps_the_posterior():
     diff = np.asarray(a.posterior["beta"].mean(("chain", "draw")) - b.posterior["beta"].mean(("chain", "draw")))
     se = np.hypot(np.asarray(az.mcse(a)["beta"]), np.asarray(az.mcse(b)["beta"]))
     assert np.all(np.abs(diff) < 4.0 * se), (diff, se)
-    with pytest.raises(ValueError, match="taylor_order must be 2 or 3"):
+    with pytest.raises(ValueError, match=r"taylor_order must be None \(automatic\), 2 or 3"):
         RacingMH(_poisson_beta, taylor_order=4)
+
+
+def _dummies_logistic(n, seed=0):
+    """A logistic regression on rare binary covariates (as openintro military's dummies), NumPy float64:
+    the Taylor residuals' third-order part is large, so second-order races often run to late stages."""
+    rng = np.random.default_rng(seed)
+    d = (rng.random((n, 5)) < np.array([0.3, 0.15, 0.05, 0.02, 0.01])).astype(np.float64)
+    X = np.column_stack([np.ones(n), d])
+    y = rng.binomial(1, 1.0 / (1.0 + np.exp(-(X @ np.array([-1.7, 0.8, -0.5, 1.2, 0.6, -1.0])))))
+    return X, y
+
+
+def _race_reads_per_step(mcmc):
+    """Data a race reads per step (both arms), over the chains that race (not in exact mode)."""
+    evals = np.asarray(mcmc.get_extra_fields(group_by_chain=True)["num_likelihood_evals"])
+    racing = ~np.asarray(mcmc.last_state.exact_mode).reshape(-1)
+    assert racing.any()
+    return float(np.mean(evals[racing])) / mcmc.sampler._cost("point")
+
+
+@pytest.mark.filterwarnings("ignore:RacingMH. 1 of 2 chains sample by the exact MH step:UserWarning")
+def test_automatic_taylor_order_takes_the_cheaper_race():
+    """``taylor_order=None`` (the default) adds the third-order term where the second-order race's
+    near-tie tail is predicted to cost at least twice the third-order one, and keeps order 2 elsewhere;
+    one choice for all chains.  On rare dummies the automatic kernel reads several times fewer data per
+    step than ``taylor_order=2`` and samples the same posterior; on a design with common covariates it
+    keeps order 2 (NumPy float64 data, models the kernels were not tuned on)."""
+    X, y = _dummies_logistic(50_000)
+    runs = {}
+    for order in (None, 2):
+        mcmc = MCMC(RacingMH(_logistic_beta, taylor_order=order), num_warmup=500, num_samples=3000,
+                    num_chains=2, chain_method="vectorized", progress_bar=False)
+        mcmc.run(jax.random.PRNGKey(0), X, y=y, extra_fields=("num_likelihood_evals",))
+        runs[order] = mcmc
+    auto = runs[None]
+    assert auto.sampler.proxy_order == 3 and auto.sampler.taylor_order is None
+    assert auto.last_state.proxy.third_sum.shape == (2, 6, 6, 6)  # both chains
+    assert runs[2].sampler.proxy_order == 2 and runs[2].last_state.proxy.third_sum is None
+    reads = {o: _race_reads_per_step(runs[o]) for o in runs}
+    assert reads[2] > 3.0 * reads[None], reads
+    a, b = (az.from_numpyro(runs[o]) for o in (None, 2))
+    diff = np.asarray(a.posterior["beta"].mean(("chain", "draw")) - b.posterior["beta"].mean(("chain", "draw")))
+    se = np.hypot(np.asarray(az.mcse(a)["beta"]), np.asarray(az.mcse(b)["beta"]))
+    assert np.all(np.abs(diff) < 4.0 * se), (diff, se)
+
+    rng = np.random.default_rng(2)
+    n = 50_000
+    X = np.column_stack([np.ones(n), rng.random(n) < 0.5, rng.random(n) < 0.5, rng.normal(size=n)]).astype(np.float64)
+    y = rng.binomial(1, 1.0 / (1.0 + np.exp(-(X @ np.array([-0.5, 0.1, 0.1, 0.05])))))
+    kernel = RacingMH(_logistic_beta)
+    MCMC(kernel, num_warmup=50, num_samples=50, progress_bar=False).run(jax.random.PRNGKey(0), X, y=y)
+    assert kernel.proxy_order == 2

@@ -312,6 +312,7 @@ RACING_VARIANTS = {
     "racing_rw": {"proposal": "random_walk"},
     "racing_langevin": {"proposal": "langevin"},
     "racing_cn": {"proposal": "crank_nicolson"},
+    "racing_taylor2": {"taylor_order": 2},
     "racing_taylor3": {"taylor_order": 3},
 }
 
@@ -320,6 +321,8 @@ SAMPLERS = {
     "racing_rw": "RacingMH, proposal='random_walk' (other options default)",
     "racing_langevin": "RacingMH, proposal='langevin' (other options default)",
     "racing_cn": "RacingMH, proposal='crank_nicolson' (Student-t df 5 around the Laplace approximation)",
+    "racing_taylor2": "RacingMH, taylor_order=2 (second-order Taylor proxy, the default before the automatic "
+                      "order; other options default)",
     "racing_taylor3": "RacingMH, taylor_order=3 (third-order Taylor proxy; other options default)",
     "nuts": "NumPyro NUTS, full data, dense mass matrix",
     "nuts_diag": "NumPyro NUTS, full data, NumPyro's default diagonal mass",
@@ -403,6 +406,8 @@ def _numpyro_run(name, kernel, args, kwargs, fields, sizes, seed, retime_rounds,
         info.update(mean_race_stage=float(np.mean(extra["race_stage"])),
                     fraction_full_reads=float(np.mean(extra["num_likelihood_evals"] >= 2 * n)),
                     step_size=float(st.step_size), exact_mode=bool(np.asarray(st.exact_mode)))
+        if getattr(kernel, "proxy_order", None) is not None:
+            info["proxy_order"] = int(kernel.proxy_order)
     return SamplerRun(
         name=name, theta=r.theta, theta_steady=r.theta_steady, num_warmup=warmup, num_samples=samples,
         num_steady=steady, setup_seconds=float(setup_seconds), init_seconds=log["seconds"],

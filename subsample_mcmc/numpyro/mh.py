@@ -107,6 +107,29 @@ _MODE_TOL = 1.0  # restarts within this many log-posterior units per parameter c
 _SPREAD_RATIO_MAX, _SPREAD_MIN_NATS, _SPREAD_PAIRS = 5.0, 0.01, 6
 _TARGET_ACCEPT = {"random_walk": 0.234, "langevin": 0.574, "crank_nicolson": 0.5}
 _DENSE_MAX_DIMENSION = 256  # dense_mass=None: a dense mass matrix up to this many parameters
+#: taylor_order=None (see RacingMH): a race reads about 2 m + _TAIL_READS_PER_NAT S sqrt(N) data per step,
+#: S = N sd of its rewards at Laplace pairs (fitted on openintro military: 1,885 reads per step at order 2,
+#: S sqrt(N) = 306; 461 at order 3, S sqrt(N) = 68); the third-order sums are computed at most for this
+#: many unconstrained parameters (their pass costs about p^2 likelihood gradients per datum)
+_TAIL_READS_PER_NAT, _THIRD_ORDER_MAX_DIMENSION = 5.0, 16
+
+
+def _proxy_chunk(n: int, p: int) -> int:
+    """Data per chunk of a proxy pass: all of them when ``N p`` fits (the likelihood's Hessian
+    compiled once, not twice), else 4096."""
+    return n if n * p <= (1 << 22) else 4096
+
+
+def _predicted_reads(se: float, n: int, m: int) -> float:
+    r"""Data a race reads per step (both arms), predicted from ``se = N sd / sqrt(m)``, the stage-1
+    width of its rewards at pairs of Laplace draws: ``2 m + alpha S sqrt(N)`` with ``S = se sqrt(m)``.
+
+    The first stage reads ``m`` points of each arm.  A later stage of ``n`` points runs when
+    ``|log u - Lambda|`` lies within the previous stage's width ``~ S / sqrt(n / 2)``, with probability
+    ``~ rho S / sqrt(n)`` (``rho``: the density of ``log u - Lambda`` at 0), and reads ``~ 2 n``; with
+    doubling stages the sum is ``~ S sqrt(N)`` times a constant, ``alpha`` (:data:`_TAIL_READS_PER_NAT`,
+    fitted)."""
+    return 2.0 * m + _TAIL_READS_PER_NAT * se * np.sqrt(m) * np.sqrt(n)
 
 
 class RacingMH(InitOnceKernel):
@@ -250,16 +273,32 @@ class RacingMH(InitOnceKernel):
             (each: one gradient-and-Hessian pass over the data and usually one
             log-likelihood pass; it stops early once the Newton decrement is below 1e-3).
             The one ascent from ``init_params`` or a prior draw may take ``max(newton_steps, 32)``.
-        taylor_order: order of the Taylor proxy (``control_variate="taylor"``), 2 or 3.
-            Third order adds ``1/6 T[D, D, D]`` with ``T`` the full-data sum of the
-            per-datum third-derivative tensors at the mode (one more pass at ``init``, about
-            ``p^2`` likelihood gradients per datum, ``p`` the number of unconstrained
-            parameters), so the race's residuals are of fourth order in ``D = x - mode``
-            (:mod:`~subsample_mcmc.kernels.proxy`).  Each raced point costs one more level of
-            ``jvp``; in exchange far fewer races run to late stages: the near-ties that read
-            a large part of the data are the bulk of a race's cost on large ``N``
+        taylor_order: order of the Taylor proxy (``control_variate="taylor"``): ``None`` (the
+            default: chosen at ``init``, below), 2 or 3.  Third order adds ``1/6 T[D, D, D]`` with
+            ``T`` the full-data sum of the per-datum third-derivative tensors at the mode (one more
+            pass at ``init``, about ``p^2`` likelihood gradients per datum, ``p`` the number of
+            unconstrained parameters), so the race's residuals are of fourth order in
+            ``D = x - mode`` (:mod:`~subsample_mcmc.kernels.proxy`).  Each raced point costs one more
+            level of ``jvp``; in exchange far fewer races run to late stages: the near-ties that
+            read a large part of the data are the bulk of a race's cost on large ``N``
             (``benchmarks/results/racing_mh_stages.md``).  The Pareto ``k`` of the automatic
             proposal choice uses the quadratic part (a cubic is unbounded above).
+
+            ``None``: one choice for all chains, made at the first chain's ``init`` from the
+            rare-influential-data check's pairs of Laplace draws (no extra pass unless order 3 may
+            pay).  With ``S_k = N sd`` of the order-``k`` residual differences there (the median
+            over the pairs) a race reads about ``R_k = 2 m + alpha S_k sqrt(N)`` data per step
+            (``m = first_batch``, both arms; the near-tie tail: a stage of ``n`` points is reached
+            when ``|log u - Lambda|`` is below its width ``~ S_k / sqrt(n)``, and reading ``n``
+            costs ``n``, so the stages sum to ``~ S_k sqrt(N)``; ``alpha = 5`` fitted on the
+            military regression, whose race reads 1,885 and 461 per step at orders 2 and 3).  When
+            ``R_2 >= 4 m`` and ``p <= 16`` (the ``T`` pass costs about ``p^2`` likelihood gradients
+            per datum: 2 s at init on military, ``p = 12``, ``N = 1.4e6``), ``T`` is computed,
+            ``S_3`` measured on the same pairs, and order 3 kept when ``R_2 >= 2 R_3``.  On the two real sets of ``benchmarks/peers_real_data.py``:
+            AER Fertility keeps order 2 (order 3 there: 1.44x slower), openintro military takes
+            order 3 (4.1x fewer evaluations per step, 1.46x faster).  Inside another kernel's trace
+            (and in :class:`~subsample_mcmc.ModelSelection`, whose races compare proxies of several
+            models) the order is 2.  :attr:`proxy_order` says what was chosen.
 
     Example:
         >>> import jax, jax.numpy as jnp, numpyro, numpyro.distributions as dist
@@ -300,7 +339,7 @@ class RacingMH(InitOnceKernel):
         num_restarts: int = 32,
         exact_when_cheaper: bool = True,
         dense_mass: Optional[bool] = None,
-        taylor_order: int = 2,
+        taylor_order: Optional[int] = None,
     ):
         if dense_mass is not None and not isinstance(dense_mass, (bool, np.bool_)):
             raise TypeError(f"dense_mass must be None (automatic), True or False, got {dense_mass!r}")
@@ -316,8 +355,8 @@ class RacingMH(InitOnceKernel):
             )
         if init_strategy not in ("map", "prior"):
             raise ValueError(f"init_strategy must be 'map' or 'prior', got {init_strategy!r}")
-        if taylor_order not in (2, 3):
-            raise ValueError(f"taylor_order must be 2 or 3, got {taylor_order!r}")
+        if taylor_order not in (None, 2, 3):
+            raise ValueError(f"taylor_order must be None (automatic), 2 or 3, got {taylor_order!r}")
         if int(num_restarts) < 1:
             raise ValueError(f"num_restarts must be >= 1, got {num_restarts}")
         if step_size is not None and not step_size > 0:
@@ -346,7 +385,8 @@ class RacingMH(InitOnceKernel):
         self.num_restarts = int(num_restarts)
         self.exact_when_cheaper = bool(exact_when_cheaper)
         self.dense_mass = dense_mass
-        self.taylor_order = int(taylor_order)
+        self.taylor_order = None if taylor_order is None else int(taylor_order)
+        self._order: Optional[int] = self.taylor_order  # the order used (None: not chosen yet)
         self._subsampler: Optional[ModelSubsampler] = None
         self._num_warmup = 0
         self._unravel = None
@@ -416,36 +456,46 @@ class RacingMH(InitOnceKernel):
         def ll(x, i, arrays):
             return ms.log_likelihood(ms.constrain(unravel(x)), i, *rebuild(arrays))
 
-        def residual(x, i, arrays):
-            if self.control_variate != "taylor":
-                return ll(x, i, arrays)
-            d = flat.shape[0]
-            proxy = TaylorProxy(flat, jnp.zeros((d,), flat.dtype), jnp.zeros((d, d), flat.dtype),
-                                third_sum=jnp.zeros((d, d, d), flat.dtype) if self.taylor_order == 3 else None)
-            return proxy_residual(lambda t, j: ll(t, j, arrays), proxy)(x, i)
+        def residual_of(order):
+            def residual(x, i, arrays):
+                if self.control_variate != "taylor":
+                    return ll(x, i, arrays)
+                d = flat.shape[0]
+                proxy = TaylorProxy(flat, jnp.zeros((d,), flat.dtype), jnp.zeros((d, d), flat.dtype),
+                                    third_sum=jnp.zeros((d, d, d), flat.dtype) if order == 3 else None)
+                return proxy_residual(lambda t, j: ll(t, j, arrays), proxy)(x, i)
+            return residual
 
-        def gradient(x, i, arrays):
-            return jax.grad(lambda t: jnp.sum(residual(t, i, arrays)))(x)
+        def gradient_of(order):
+            return lambda x, i, arrays: jax.grad(lambda t: jnp.sum(residual_of(order)(t, i, arrays)))(x)
 
-        def proxy_terms(x, i, arrays):
-            total = lambda t: jnp.sum(ll(t, i, arrays))  # noqa: E731
-            return jax.grad(total)(x), jax.hessian(total)(x)
+        def proxy_terms_of(order):
+            def proxy_terms(x, i, arrays):
+                total = lambda t: jnp.sum(ll(t, i, arrays))  # noqa: E731
+                out = (jax.grad(total)(x), jax.hessian(total)(x))
+                return out + (jax.jacfwd(jax.hessian(total))(x),) if order == 3 else out
+            return proxy_terms
 
         try:
-            costs = {"point": evaluation_equivalents(residual, ll, flat, idx, arrays)}
-            # what only some configurations need (the gradient of a Langevin move, the
-            # proxy's terms at a refresh) is measured when first asked for
-            self._cost_programs = {"gradient": (gradient, ll, flat, idx, arrays),
-                                   "proxy": (proxy_terms, ll, flat, idx, arrays)}
-            if self._proposal.uses_gradient:
-                costs["gradient"] = evaluation_equivalents(gradient, ll, flat, idx, arrays)
-            return costs
+            # what only some configurations need (the other proxy order, the gradient of a
+            # Langevin move, the proxy's terms at a refresh) is measured when first asked for
+            self._cost_programs = {f"{name}{order}": (fn(order), ll, flat, idx, arrays) for order in (2, 3)
+                                   for name, fn in (("point", residual_of), ("gradient", gradient_of),
+                                                    ("proxy", proxy_terms_of))}
+            self._costs = {}
+            for name in ("point", "gradient") if self._proposal.uses_gradient else ("point",):
+                self._cost(name)
+            return self._costs
         except Exception:  # noqa: BLE001 -- traced model arguments: count one unit each
             self._cost_programs = {}
-            return {"point": 1.0, "gradient": 1.0, "proxy": 1.0}
+            return {}
 
     def _cost(self, name: str) -> float:
-        """A per-datum cost of :meth:`_calibrate_costs`, measured when first asked for."""
+        """A per-datum cost of :meth:`_calibrate_costs`, measured when first asked for; ``point``,
+        ``gradient`` and ``proxy`` at the proxy order in use (:attr:`proxy_order`, 2 until chosen),
+        ``point3`` etc. at a given order."""
+        if name in ("point", "gradient", "proxy"):
+            name = f"{name}{self._order or 2}"
         if name not in self._costs:
             program = getattr(self, "_cost_programs", {}).get(name)
             try:
@@ -514,7 +564,18 @@ class RacingMH(InitOnceKernel):
             start = ravel_pytree(state.z)[0] if p is None else given(p).astype(ravel_pytree(state.z)[0].dtype)
             return state, report, self._start_values(start[None], a, kw)
 
-        init_one = jit_with_data(init_checked, model_args, model_kwargs, self._jit_cache, "init")
+        if self._order is None and (self.control_variate != "taylor" or self.race_options["method"] == "exact"):
+            self._order = 2  # no proxy residuals to race
+
+        def init_one(key, params):
+            # one program per proxy order (the automatic order is chosen after the first chain's init)
+            program = jit_with_data(init_checked, model_args, model_kwargs, self._jit_cache,
+                                     "init3" if self._order == 3 else "init")
+            state, report, checked = program(key, params)
+            if self._order is None:
+                state, checked = self._choose_order(key, state, report, checked, model_args, model_kwargs)
+            return state, report, checked
+
         if not self._vectorized:
             state, report, checked = init_one(rng_key, init_params)
             start = ravel_pytree(state.z)[0] if init_params is None else given(init_params)
@@ -539,11 +600,48 @@ class RacingMH(InitOnceKernel):
         self._warn_concentrated(states)
         return states
 
+    @property
+    def proxy_order(self) -> Optional[int]:
+        """The order of the Taylor proxy in use: ``taylor_order``, or with ``taylor_order=None`` the
+        automatic choice (``None`` until the first ``init``)."""
+        return self._order
+
+    def _choose_order(self, key, state, report, checked, model_args, model_kwargs):
+        """``taylor_order=None``: choose 2 or 3 from the first chain's init (see :class:`RacingMH`);
+        returns the chain's state (with the third-order proxy when 3 is chosen) and ``checked``."""
+        self._order = 2
+        se2 = None if report is None else report.get("residual_se")
+        if se2 is None or isinstance(se2, jax.core.Tracer) or isinstance(state.center, jax.core.Tracer):
+            return state, checked
+        n, m, p = self._subsampler.size, self.race_options["first_batch"], int(state.center.shape[0])
+        reads2 = _predicted_reads(float(se2), n, m)
+        if not (reads2 >= 4 * m and p <= _THIRD_ORDER_MAX_DIMENSION):
+            return state, checked
+        proxy, ratio, concentrated, se3 = jit_with_data(self._third_order, model_args, model_kwargs)(
+            jax.random.fold_in(key, 2), state.proxy, state.center, state.inverse_mass_matrix, state.mass_factor)
+        if not reads2 >= 2 * _predicted_reads(float(se3), n, m):
+            return state, checked
+        self._order = 3
+        exact = jnp.asarray(concentrated & self.exact_when_cheaper)  # (the method is not "exact" here)
+        return state._replace(proxy=proxy, residual_spread_ratio=ratio.astype(state.residual_spread_ratio.dtype),
+                              exact_mode=exact), checked
+
+    def _third_order(self, key, proxy, center, inv_mass, factor, model_args, model_kwargs):
+        """The third-order proxy at ``proxy``'s reference (one pass) and its residual spread on the
+        pairs of :meth:`_residual_spread` (``key``: the init's)."""
+        n = self._subsampler.size
+        proxy3 = taylor_proxy(self._log_lik_fn(model_args, model_kwargs), proxy.reference, n,
+                              chunk_size=_proxy_chunk(n, center.shape[0]), order=3)
+        ratio, concentrated, se = self._residual_spread(key, proxy3, center, inv_mass, factor, model_args,
+                                                        model_kwargs)
+        return proxy3, ratio, concentrated, se
+
     def _residual_spread(self, key, proxy, center, inv_mass, factor, model_args, model_kwargs):
-        """``(ratio, concentrated)``: the median ``se_all / se_typical`` of
+        """``(ratio, concentrated, se)``: the median ``se_all / se_typical`` of
         :func:`~subsample_mcmc.kernels.proxy.residual_spread` over ``_SPREAD_PAIRS`` pairs of draws from the
         Laplace Gaussian ``N(center, inv_mass)``, and whether it exceeds ``_SPREAD_RATIO_MAX`` with the
-        median true stage-1 sd above ``_SPREAD_MIN_NATS``.  One full-data pass of residuals per point."""
+        median true stage-1 sd above ``_SPREAD_MIN_NATS``, and the median ``se_all`` (what the automatic
+        ``taylor_order`` compares).  One full-data pass of residuals per point."""
         ll = self._log_lik_fn(model_args, model_kwargs)
         p = center.shape[0]
         z = jax.random.normal(key, (_SPREAD_PAIRS, 2, p), center.dtype)
@@ -554,7 +652,7 @@ class RacingMH(InitOnceKernel):
                                        self.race_options["first_batch"]), pts)
         ratio = se_all / jnp.maximum(se_typ, jnp.finfo(center.dtype).tiny)
         ratio, se = jnp.median(jnp.where(jnp.isnan(ratio), jnp.inf, ratio)), jnp.median(se_all)
-        return ratio, (ratio > _SPREAD_RATIO_MAX) & (se > _SPREAD_MIN_NATS)
+        return ratio, (ratio > _SPREAD_RATIO_MAX) & (se > _SPREAD_MIN_NATS), se
 
     def _warn_concentrated(self, states):
         """A warning naming the rare-influential-data check for chains it sent to the exact step."""
@@ -668,11 +766,13 @@ class RacingMH(InitOnceKernel):
                                     center.astype(flat.dtype), inv_mass.astype(flat.dtype), cholesky=factor)
             use_cn = k_hat <= K_HAT_MAX
         exact_mode = jnp.asarray(self.race_options["method"] == "exact")
-        spread = jnp.asarray(jnp.nan, flat.dtype)
-        if proxy is not None and self.exact_when_cheaper and self.race_options["method"] != "exact":
-            spread, concentrated = self._residual_spread(jax.random.fold_in(rng_key, 2), proxy, center, inv_mass,
-                                                         factor, model_args, model_kwargs)
-            exact_mode = exact_mode | concentrated
+        spread = se = jnp.asarray(jnp.nan, flat.dtype)
+        if (proxy is not None and self.race_options["method"] != "exact"
+                and (self.exact_when_cheaper or self._order is None)):
+            spread, concentrated, se = self._residual_spread(jax.random.fold_in(rng_key, 2), proxy, center,
+                                                             inv_mass, factor, model_args, model_kwargs)
+            if self.exact_when_cheaper:
+                exact_mode = exact_mode | concentrated
         if self._step_size:
             step = jnp.asarray(self._step_size, flat.dtype)
         else:
@@ -703,6 +803,7 @@ class RacingMH(InitOnceKernel):
             return state
         if search is not None:
             search = {k: v for k, v in search.items() if k not in ("proxy", "hessian", "gradient")}
+            search["residual_se"] = se
         return state, search
 
     def _initial_step_size(self, d: int) -> float:
@@ -804,8 +905,7 @@ class RacingMH(InitOnceKernel):
         best = jnp.argmax(f_cand)
         flat_size = starts.shape[1]
 
-        # one chunk when it fits (the likelihood's Hessian compiled once, not twice)
-        chunk = n if n * flat_size <= (1 << 22) else 4096
+        chunk = _proxy_chunk(n, flat_size)
 
         def grad_hess(x):
             prx = taylor_proxy(ll, x, n, chunk_size=chunk)
@@ -821,7 +921,7 @@ class RacingMH(InitOnceKernel):
         # init_params far out (exp-link counts ~e^8 too large) needed 19 after the Adam phases
         steps = self.newton_steps if start is None else max(self.newton_steps, _ONE_ASCENT_NEWTON_STEPS)
         mode, grad, hess, proxy, info = newton_ascent(value, grad_hess, cand[best], f_best, steps)
-        if self.taylor_order == 3:  # the third-order sums at the polished mode: one more pass
+        if self._order == 3:  # the third-order sums at the polished mode: one more pass
             proxy = taylor_proxy(ll, mode, n, chunk_size=chunk, order=3)
         # squared Mahalanobis distance of each restart's end from the mode
         delta = cand - mode
@@ -985,7 +1085,7 @@ class RacingMH(InitOnceKernel):
                     log_likelihood_fn=self._log_lik_fn(model_args, model_kwargs), population_size=ms.size,
                     step_size=state.step_size, proxy=state.proxy, center=state.center,
                     inverse_mass_matrix=preconditioner(state.inverse_mass_matrix, flat, state.mass_factor))
-        race_step = mh_kernel.build_kernel(point_cost=self._costs["point"], **kernel_options, **self.race_options)
+        race_step = mh_kernel.build_kernel(point_cost=self._cost("point"), **kernel_options, **self.race_options)
         exact_step = mh_kernel.build_kernel(**dict(kernel_options, method="exact"))
 
         def race(_):

@@ -272,6 +272,9 @@ class ModelSelection(InitOnceKernel):
         for key in ("method", "delta", "first_batch", "variance", "data_plate"):
             if key in mh_options:
                 raise ValueError(f"mh_options may not set {key!r}: pass it to ModelSelection itself")
+        # second-order proxies unless asked: the model races compare proxies of several models, and
+        # RacingMH's automatic order (made per kernel) could differ between them
+        mh_options.setdefault("taylor_order", 2)
         try:
             self.kernels = [RacingMH(m, **self.race_options, data_plate=data_plate, **mh_options) for m in self._models]
         except TypeError as e:
@@ -653,7 +656,7 @@ class ModelSelection(InitOnceKernel):
                 n_exact = state.exact_indices.shape[0]
                 return value, ((2 * points - n_exact) * num).astype(jnp.float32), stages
         elif use_proxy:
-            point_cost = sum(kern._costs["point"] + 1.0 for kern in kernels)
+            point_cost = sum(kern._cost("point") + 1.0 for kern in kernels)
 
             def by_race(_):
                 value, points, stages = draw_model(
