@@ -294,9 +294,10 @@ class RacingMH(InitOnceKernel):
             military regression, whose race reads 1,885 and 461 per step at orders 2 and 3).  When
             ``R_2 >= 4 m`` and ``p <= 16`` (the ``T`` pass costs about ``p^2`` likelihood gradients
             per datum: 2 s at init on military, ``p = 12``, ``N = 1.4e6``), ``T`` is computed,
-            ``S_3`` measured on the same pairs, and order 3 kept when ``R_2 >= 2 R_3``.  On the two real sets of ``benchmarks/peers_real_data.py``:
-            AER Fertility keeps order 2 (order 3 there: 1.44x slower), openintro military takes
-            order 3 (4.1x fewer evaluations per step, 1.46x faster).  Inside another kernel's trace
+            ``S_3`` measured on the same pairs, and order 3 kept when ``R_2 >= 2 R_3``.  On the two
+            real sets of ``benchmarks/peers_real_data.py``: AER Fertility keeps order 2 (order 3
+            there: 1.44x slower), openintro military takes order 3 (4.1x fewer evaluations per
+            step, 1.46x faster).  Inside another kernel's trace
             (and in :class:`~subsample_mcmc.ModelSelection`, whose races compare proxies of several
             models) the order is 2.  :attr:`proxy_order` says what was chosen.
 
