@@ -575,3 +575,26 @@ def test_automatic_taylor_order_takes_the_cheaper_race():
     kernel = RacingMH(_logistic_beta)
     MCMC(kernel, num_warmup=50, num_samples=50, progress_bar=False).run(jax.random.PRNGKey(0), X, y=y)
     assert kernel.proxy_order == 2
+
+
+def test_automatic_taylor_order_under_x64_weighs_the_residuals_tails():
+    """Under ``jax_enable_x64`` the residuals' own heavy tails (``(x' D)^4`` of a Gaussian covariate,
+    the rare dummies), hidden by rounding in float32, make the race's heavy-tail guard read thousands
+    of points per step, more at order 3 than at order 2: the automatic order keeps 2 there, and a forced
+    order 3 costs more per step (NumPy float64 data)."""
+    n = 200_000
+    rng = np.random.default_rng(3)
+    X, _ = _dummies_logistic(n)
+    X = np.column_stack([X, rng.normal(size=n)])
+    y = rng.binomial(1, 1.0 / (1.0 + np.exp(-(X @ np.array([-1.7, 0.8, -0.5, 1.2, 0.6, -1.0, 0.5])))))
+    evals = {}
+    with jax.enable_x64(True):
+        for order in (None, 3):
+            mcmc = MCMC(RacingMH(_logistic_beta, taylor_order=order), num_warmup=200, num_samples=300,
+                        progress_bar=False)
+            mcmc.run(jax.random.PRNGKey(0), X, y=y, extra_fields=("num_likelihood_evals",))
+            assert not bool(mcmc.last_state.exact_mode)
+            evals[order] = float(np.mean(mcmc.get_extra_fields()["num_likelihood_evals"]))
+            if order is None:
+                assert mcmc.sampler.proxy_order == 2
+    assert evals[3] > 1.5 * evals[None], evals

@@ -42,6 +42,8 @@ from typing import Callable, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
+from ..racing.race import guard_minimum_sample, pair_moments
+
 __all__ = ["TaylorProxy", "taylor_proxy", "proxy_sum", "proxy_per_datum", "proxy_residual", "residual_spread"]
 
 
@@ -174,7 +176,8 @@ def proxy_residual(log_likelihood_fn: Callable, proxy: TaylorProxy, with_constan
 
 
 def residual_spread(log_likelihood_fn: Callable, proxy: TaylorProxy, first: jax.Array, second: jax.Array,
-                    population_size: int, batch: int, chunk_size: int = 4096) -> tuple[jax.Array, jax.Array]:
+                    population_size: int, batch: int, chunk_size: int = 4096
+                    ) -> tuple[jax.Array, jax.Array, jax.Array]:
     r"""What a race's first batch sees of the spread of its rewards, against the truth (one full-data pass).
 
     For the pair ``(first, second)`` the race reads ``D_n = r_n(second) - r_n(first)``, ``r_n`` the proxy
@@ -183,10 +186,13 @@ def residual_spread(log_likelihood_fn: Callable, proxy: TaylorProxy, first: jax.
     ``sigma_D``.  When a few data carry most of the spread (a rare stratum with a handful of events), a batch
     of ``m`` misses them with probability ``(1 - q)^m``: the points in the top fraction
     ``q = 1 - 2^(-1/m)`` of ``|D_n - mean D|`` are missed by at least half of all batches.  Returns
-    ``(se_all, se_typical)``: ``N sigma / sqrt(m)`` over all the data and over the data without that top
-    fraction (in nats, the scale of the MH decision).  ``se_all / se_typical`` near 1: the first batch sees
-    the spread; far above 1: most races decide on a width too narrow by that factor, and no sample-based
-    guard can tell.  Traceable; ``N`` per-datum residuals of each point.
+    ``(se_all, se_typical, guard_sample)``: ``N sigma / sqrt(m)`` over all the data and over the data
+    without that top fraction (in nats, the scale of the MH decision).  ``se_all / se_typical`` near 1: the
+    first batch sees the spread; far above 1: most races decide on a width too narrow by that factor, and no
+    sample-based guard can tell.  ``guard_sample``: the race's heavy-tail guard's minimum sample
+    (:func:`~subsample_mcmc.racing.race.guard_minimum_sample`) at the population skewness and kurtosis of
+    the ``D_n``, a measure of their tails (a batch's sample moments are usually smaller, so races often
+    decide sooner).  Traceable; ``N`` per-datum residuals of each point.
     """
     n, m = int(population_size), int(batch)
     residual = proxy_residual(log_likelihood_fn, proxy)
@@ -197,5 +203,8 @@ def residual_spread(log_likelihood_fn: Callable, proxy: TaylorProxy, first: jax.
     c = d - jnp.mean(d)
     top = jnp.quantile(jnp.abs(c), 0.5 ** (1.0 / m))  # 1 - q
     scale = n / jnp.sqrt(jnp.asarray(m, c.dtype))
+    u = c / jnp.maximum(jnp.sqrt(jnp.mean(c * c)), jnp.finfo(c.dtype).tiny)  # standardised: no underflow of c^4
+    skew, kurt = pair_moments(jnp.asarray(n, c.dtype), jnp.sum(u), jnp.sum(u ** 2), jnp.sum(u ** 3), jnp.sum(u ** 4))
     return (scale * jnp.sqrt(jnp.mean(c * c)),
-            scale * jnp.sqrt(jnp.mean(jnp.where(jnp.abs(c) <= top, c, 0.0) ** 2)))
+            scale * jnp.sqrt(jnp.mean(jnp.where(jnp.abs(c) <= top, c, 0.0) ** 2)),
+            guard_minimum_sample(skew, kurt))

@@ -59,7 +59,7 @@ from .bounds import ConfidenceBound
 from .permutation import index_stream
 from .schedule import doubling_schedule
 
-__all__ = ["RaceResult", "run_race", "tail_guard", "pair_moments"]
+__all__ = ["RaceResult", "run_race", "tail_guard", "guard_minimum_sample", "pair_moments"]
 
 VARIANCES = ("pairwise", "marginal")
 
@@ -135,6 +135,12 @@ class _State(NamedTuple):
 SUGDEN_CONSTANT, SUGDEN_SKEW_FACTOR = 28.0, 25.0
 
 
+def guard_minimum_sample(skew, kurt):
+    r"""The heavy-tail guard's minimum sample ``28 + 25 max(g1^2, k - 3)`` (:func:`tail_guard`) for
+    skewness ``g1`` and kurtosis ``k``: a decision of the Normal bound needs at least this many points."""
+    return SUGDEN_CONSTANT + SUGDEN_SKEW_FACTOR * jnp.maximum(skew * skew, kurt - 3.0)
+
+
 def pair_moments(count, sum1, sum2, sum3, sum4):
     r"""Standardised skewness and kurtosis from power sums about a fixed centre.
 
@@ -185,8 +191,7 @@ def tail_guard(count, skew, kurt, b, population_size):
     t = jnp.maximum(count, 1).astype(skew.dtype)
     f = t / population_size
     rest = jnp.maximum(t * (1.0 - f), 1.0)
-    shape = jnp.maximum(skew * skew, kurt - 3.0)
-    allowed = t >= SUGDEN_CONSTANT + SUGDEN_SKEW_FACTOR * shape
+    allowed = t >= guard_minimum_sample(skew, kurt)
     s_t = jnp.maximum(1.0 / jnp.sqrt(t), jnp.abs(1.0 - 2.0 * f) / jnp.sqrt(rest))
     excess = jnp.maximum(kurt - 3.0, 0.0) * jnp.abs(1.0 - 6.0 * f * (1.0 - f)) / rest
     b_corrected = (b + jnp.abs(skew) * s_t * (2.0 * b * b + 1.0) / 6.0

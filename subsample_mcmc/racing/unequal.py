@@ -86,7 +86,7 @@ import numpy as np
 from jax import lax
 
 from .permutation import NUM_ROUNDS, sized_permuted_indices
-from .race import SUGDEN_CONSTANT, SUGDEN_SKEW_FACTOR, RaceResult, pair_moments
+from .race import RaceResult, guard_minimum_sample, pair_moments
 
 __all__ = ["run_race_unequal", "unequal_schedule", "unequal_num_stages", "FIRST_BATCH", "SECOND_FRACTION"]
 
@@ -279,7 +279,7 @@ def run_race_unequal(
         allowed = jnp.ones((n_arms,), bool)
         if guard:
             skew, kurt = pair_moments(state.count, *state.sums)
-            ok = full | (t >= SUGDEN_CONSTANT + SUGDEN_SKEW_FACTOR * jnp.maximum(skew * skew, kurt - 3.0))
+            ok = full | (t >= guard_minimum_sample(skew, kurt))
             allowed = ok & ok[leader]
             mu3 = skew * var ** 1.5
             wr = jnp.where(full | (sizes <= 2), 0.0,
