@@ -94,7 +94,8 @@ def markdown(payload: dict) -> str:
              f"`taylor_order=3`; one chain per run, {WARMUP} warmup + {SAMPLES} draws, then {STEADY} steady steps "
              f"(compiled, timed alone); seeds {meta['seeds']} (the chain's key); mean ± s.e. over seeds. "
              f"Commit {meta['git_commit'][:10]}{' (+ modified files)' if meta['git_dirty'] else ''}; "
-             f"{meta['date']}; {meta['cpu_count']} CPU cores; run {meta['minutes']:.1f} min.", "",
+             f"{meta['date']}; {meta['cpu_count']} CPU cores (load average {meta['loadavg_start'][0]:.1f} at the start, "
+             f"{meta['loadavg_end'][0]:.1f} at the end); run {meta['minutes']:.1f} min.", "",
              "Columns: *order* = the proxy order used (per seed); *evals/step* = `num_likelihood_evals` per steady "
              "step (every computation in likelihood-evaluation units); *reads/step* = evals / the calibrated cost "
              "of one raced point (both arms); *full reads* = fraction of steps whose race read all N; "
@@ -146,6 +147,7 @@ def main(argv=None):
     import datetime
 
     t0 = time.perf_counter()
+    load_start = list(os.getloadavg())
     runs = []
     for name in args.datasets:
         for seed in range(args.seeds):
@@ -169,6 +171,7 @@ def main(argv=None):
     meta = {"seeds": list(range(args.seeds)), "git_commit": git("rev-parse", "HEAD").strip() or "unknown",
             "git_dirty": [ln[3:] for ln in git("status", "--porcelain", "--untracked-files=no").splitlines()],
             "date": datetime.datetime.now().isoformat(timespec="seconds"), "cpu_count": os.cpu_count(),
+            "loadavg_start": load_start, "loadavg_end": list(os.getloadavg()),
             "minutes": (time.perf_counter() - t0) / 60}
     payload = {"meta": meta, "datasets": args.datasets, "runs": runs}
     args.out.parent.mkdir(parents=True, exist_ok=True)
