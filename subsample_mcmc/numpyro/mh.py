@@ -308,9 +308,9 @@ class RacingMH(InitOnceKernel):
             by rounding in float32, keep the race's guard reading thousands of points per step, and
             more at order 3 (a logistic regression with rare dummies and a Gaussian covariate,
             ``N = 2e5``: 110,000 evaluations per step at order 3, 31,000 at order 2).  On the two
-            real sets of ``benchmarks/peers_real_data.py``: AER Fertility keeps order 2 (order 3
-            there: 1.44x slower), openintro military takes order 3 (4.1x fewer evaluations per
-            step, 1.46x faster).  Inside another kernel's trace
+            real sets of ``benchmarks/peers_real_data.py`` (``benchmarks/results/racing_mh_taylor_order.md``,
+            3 seeds): openintro military takes order 3 (0.34x the evaluations per step of order 2,
+            1.9x its min-ESS per second), AER Fertility keeps order 2.  Inside another kernel's trace
             (and in :class:`~subsample_mcmc.ModelSelection`, whose races compare proxies of several
             models) the order is 2.  :attr:`proxy_order` says what was chosen.
 
