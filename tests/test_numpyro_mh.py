@@ -598,3 +598,21 @@ def test_automatic_taylor_order_under_x64_weighs_the_residuals_tails():
             if order is None:
                 assert mcmc.sampler.proxy_order == 2
     assert evals[3] > 1.5 * evals[None], evals
+
+
+def test_taylor_order_and_first_batch_are_checked_when_the_kernel_is_built():
+    """``taylor_order`` without a Taylor proxy, and a ``first_batch`` below 2, are refused by the
+    constructor with the argument named (before: ``proxy_order`` reported an order for a kernel with no
+    proxy, and ``first_batch=1`` passed the constructor, warned at init and failed in the race)."""
+    with pytest.raises(ValueError, match="taylor_order=3 sets the order of the Taylor proxy"):
+        RacingMH(_poisson_beta, control_variate=None, taylor_order=3)
+    with pytest.raises(ValueError, match="first_batch must be an integer >= 2"):
+        RacingMH(_poisson_beta, first_batch=1)
+    with pytest.raises(ValueError, match=r"taylor_order must be None \(automatic\), 2 or 3 \(an int\)"):
+        RacingMH(_poisson_beta, taylor_order="3")
+    rng = np.random.default_rng(0)
+    X = np.column_stack([np.ones(2000), rng.normal(size=2000)])
+    y = rng.poisson(np.exp(X @ np.array([0.5, 0.3])))
+    kernel = RacingMH(_poisson_beta, control_variate=None)
+    MCMC(kernel, num_warmup=20, num_samples=20, progress_bar=False).run(jax.random.PRNGKey(0), X, y=y)
+    assert kernel.proxy_order is None

@@ -149,7 +149,7 @@ class RacingMH(InitOnceKernel):
 
             * ``None`` (the default, ``kernel.proposal == "automatic"``): chosen per chain at
               ``init``, from what the mode search and the Taylor proxy know, without reading
-              data.  ``M = 4000`` draws from the Student-t ``t_5(c, L L')`` on the Laplace
+              data.  ``M = 16000`` draws from the Student-t ``t_5(c, L L')`` on the Laplace
               approximation give importance weights ``w = pi~ / t``, ``pi~`` the prior times
               the proxy's quadratic likelihood sum; their Pareto tail index ``k``
               (:func:`~subsample_mcmc.kernels.proposals.reference_k_hat`, PSIS's diagnostic,
@@ -258,8 +258,8 @@ class RacingMH(InitOnceKernel):
             round when initial points had a non-finite log posterior.
         map_steps: Adam steps per phase (constant rate, then decaying) of each restart.
         reward_range: passed to the race (needed by ``"ebs"`` and ``"lil_ucb"``).
-        control_variate: ``"taylor"`` (default): a second-order parameter-space Taylor
-            proxy around the MAP (:mod:`subsample_mcmc.kernels.proxy`, as NumPyro's
+        control_variate: ``"taylor"`` (default): a parameter-space Taylor proxy (its order:
+            ``taylor_order``) around the MAP (:mod:`subsample_mcmc.kernels.proxy`, as NumPyro's
             ``HMCECS.taylor_proxy``); its full-data sums cost one pass over the data at
             ``init`` (and at every ``refresh``).  A
             :class:`~subsample_mcmc.numpyro.DataSpaceControlVariate`: the paper's data-space
@@ -370,7 +370,14 @@ class RacingMH(InitOnceKernel):
         if init_strategy not in ("map", "prior"):
             raise ValueError(f"init_strategy must be 'map' or 'prior', got {init_strategy!r}")
         if taylor_order not in (None, 2, 3):
-            raise ValueError(f"taylor_order must be None (automatic), 2 or 3, got {taylor_order!r}")
+            raise ValueError(f"taylor_order must be None (automatic), 2 or 3 (an int), got {taylor_order!r}")
+        if taylor_order is not None and control_variate != "taylor":
+            raise ValueError(f"taylor_order={taylor_order!r} sets the order of the Taylor proxy, but "
+                             f"control_variate={control_variate!r} has none: drop taylor_order or pass "
+                             "control_variate='taylor'")
+        if isinstance(first_batch, bool) or int(first_batch) != first_batch or int(first_batch) < 2:
+            raise ValueError(f"first_batch must be an integer >= 2 (a race's variance needs two rewards), "
+                             f"got {first_batch!r}")
         if int(num_restarts) < 1:
             raise ValueError(f"num_restarts must be >= 1, got {num_restarts}")
         if step_size is not None and not step_size > 0:
@@ -617,8 +624,8 @@ class RacingMH(InitOnceKernel):
     @property
     def proxy_order(self) -> Optional[int]:
         """The order of the Taylor proxy in use: ``taylor_order``, or with ``taylor_order=None`` the
-        automatic choice (``None`` until the first ``init``)."""
-        return self._order
+        automatic choice (``None`` until the first ``init``, and without a Taylor proxy)."""
+        return self._order if self.control_variate == "taylor" else None
 
     def _choose_order(self, key, state, report, checked, model_args, model_kwargs):
         """``taylor_order=None``: choose 2 or 3 from the first chain's init (see :class:`RacingMH`);

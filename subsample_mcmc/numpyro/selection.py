@@ -274,7 +274,8 @@ class ModelSelection(InitOnceKernel):
                 raise ValueError(f"mh_options may not set {key!r}: pass it to ModelSelection itself")
         # second-order proxies unless asked: the model races compare proxies of several models, and
         # RacingMH's automatic order (made per kernel) could differ between them
-        mh_options.setdefault("taylor_order", 2)
+        if mh_options.get("control_variate", "taylor") == "taylor":
+            mh_options.setdefault("taylor_order", 2)
         try:
             self.kernels = [RacingMH(m, **self.race_options, data_plate=data_plate, **mh_options) for m in self._models]
         except TypeError as e:
