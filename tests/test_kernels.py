@@ -399,3 +399,51 @@ def test_feature_control_variate_mh_race_decides_as_the_exact_test():
     assert np.mean(stages == 1) > 0.5  # the control variate lets most races stop at their first batch
     assert np.all(evals % 2 == 0) and np.all(evals >= 2 * (len(exact_idx) + 2 * 50))
     assert np.mean(evals) < n  # cheaper than the exact step's N
+
+
+@pytest.mark.parametrize("family", ["student_t", "lognormal", "contaminated", "pareto"])
+def test_mh_race_differs_from_the_exact_test_at_most_at_rate_delta_on_heavy_tails(family):
+    """``racing_mh_accept``'s promise, P(racing decision != exact decision) <= delta over ``u`` and
+    the reading order, on the heavy-tail battery's skewed and infinite-variance reward differences
+    (:mod:`experiments.heavy_tails`), scaled so that races run several stages, with the log MH ratio
+    at -0.05 where ``log u`` is densest near a tie: the whole 99% Clopper-Pearson interval of the rate
+    of differing decisions (2000 keys, the exact test on the same ``log u`` in float64) must not lie
+    above delta, for differences whose N sd is 0.09 nats (the tie band stops races after a few
+    stages) and 1 nat.  The default ``tie_share`` stops the near-ties (no race reads all N; with
+    ``tie_share=0`` some do); races stopped at their first batch without the heavy-tail guard err
+    above delta, so the test can fail."""
+    from experiments.heavy_tails import make_heavy_problem
+    from subsample_mcmc.kernels.mh import _log_uniform
+    from subsample_mcmc.racing import clopper_pearson
+
+    n, delta, races = 5000, 0.05, 2000
+    rewards = np.asarray(make_heavy_problem(family, 2, n, seed=1).rewards, np.float64)
+    keys = jax.random.split(jax.random.PRNGKey(7), races)
+
+    def decide(spread, **options):
+        diff = rewards[1] - rewards[0]
+        diff = (diff - diff.mean()) * (spread / (n * diff.std()))  # N sd of the differences, in nats
+        arms = jnp.asarray(np.stack([rewards[0], rewards[0] + diff]), jnp.float32)
+        total = float(np.sum(np.asarray(arms, np.float64)[1] - np.asarray(arms, np.float64)[0]))
+        prior_new = -0.05 - total  # the exact log MH ratio: -0.05
+
+        def one(key):
+            acc, race = racing_mh_accept(key, lambda idx: arms[:, idx], n, 0.0, prior_new, delta=delta, **options)
+            return acc, race.num_points_read, _log_uniform(jax.random.split(key)[0])
+        acc, reads, log_u = jax.jit(jax.vmap(one))(keys)
+        exact = np.asarray(log_u, np.float64) < -0.05
+        assert 0.3 < exact.mean() < 0.99
+        lo, _ = clopper_pearson(int(np.sum(np.asarray(acc) != exact)), races, level=0.99)
+        return lo, np.asarray(reads)
+
+    lo, reads = decide(0.09)
+    assert lo <= delta, family
+    lo0, reads0 = decide(0.09, tie_share=0.0)
+    assert lo0 <= delta, family
+    assert np.mean(reads == n) < np.mean(reads0 == n)  # near-ties stop before N unless the guard holds them
+    assert reads.mean() < reads0.mean()
+    lo, _ = decide(1.0)  # wider differences: most races cannot stop within the band
+    assert lo <= delta, family
+    # decisions from a first batch of 50 that ignores the tails are often wrong: the test can fail
+    lo, _ = decide(5.0, tie_share=0.0, resolution=1.0, heavy_tail_guard=False)
+    assert lo > delta, family

@@ -176,3 +176,54 @@ def test_lil_ucb_full_read_is_exact_at_large_n():
     s = sample_discrete(key, jnp.zeros(2), p.rewards, method="lil_ucb", delta=0.1)
     assert int(s.race.num_rewards_read) == 200_000
     assert int(s.value) == int(np.argmax(p.totals + np.asarray(s.gumbel, np.float64)))
+
+
+def _tied_pair(n, gap_total, seed=0):
+    """Two arms of ``n`` Normal rewards (sd 1 per datum) whose totals differ by ``gap_total`` exactly."""
+    r = np.random.default_rng(seed).standard_normal((2, n))
+    r -= r.mean(1, keepdims=True)
+    r[1] += gap_total / n
+    return jnp.asarray(r, jnp.float32)
+
+
+def test_resolution_stops_a_near_tie_and_returns_an_epsilon_good_arm():
+    """(epsilon, delta)-PAC: on a near-tie (totals 0.5 apart, N = 20,000) the exact race reads all N on
+    most keys; with ``resolution = epsilon`` it stops once its width is below epsilon, and the arm it
+    returns is epsilon-good: with a gap larger than epsilon the worse arm is returned at most at rate
+    delta (99% Clopper-Pearson), with a gap smaller than epsilon either arm may come back."""
+    from subsample_mcmc.racing import clopper_pearson
+
+    n, delta, races = 20_000, 0.05, 400
+    keys = jax.random.split(jax.random.PRNGKey(3), races)
+    tie = _tied_pair(n, 0.5)
+
+    def run(rewards, resolution):
+        out = jax.vmap(lambda k: best_arm(k, rewards, delta=delta, resolution=resolution))(keys)
+        return np.asarray(out.arm), np.asarray(out.num_points_read)
+
+    arms0, reads0 = run(tie, 0.0)
+    assert np.mean(reads0 == n) > 0.5  # the exact race ends at N on most keys
+    eps = 0.2  # in mean units (sd 1 per datum): widths fall below it after a few hundred points
+    arms, reads = run(tie, eps)
+    assert reads.max() < n // 4 and np.mean(reads) < 0.05 * n
+    assert 0.05 < np.mean(arms == 1) < 0.95  # within epsilon: either arm
+    # a gap of 3 epsilon: the worse arm only at rate <= delta
+    wide = _tied_pair(n, 3 * eps * n, seed=1)
+    arms, reads = run(wide, eps)
+    lo, _ = clopper_pearson(int(np.sum(arms != 1)), races, level=0.99)
+    assert lo <= delta
+    # an epsilon ten times the gap would return the worse arm often: the test can fail
+    arms, _ = run(tie, 10 * eps)
+    assert np.mean(arms != 1) > 2 * delta
+
+
+def test_resolution_is_checked():
+    rewards = _tied_pair(1000, 0.0)
+    key = jax.random.PRNGKey(0)
+    for bad in (-1e-3, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="resolution must be a finite number >= 0"):
+            best_arm(key, rewards, resolution=bad)
+    with pytest.raises(ValueError, match="resolution > 0 applies to Alg. 1"):
+        best_arm(key, rewards, method="lil_ucb", reward_range=10.0, resolution=1e-3)
+    with pytest.raises(TypeError, match="resolution must be a float"):
+        best_arm(key, rewards, resolution=[1e-3, 2e-3])

@@ -314,6 +314,7 @@ RACING_VARIANTS = {
     "racing_cn": {"proposal": "crank_nicolson"},
     "racing_taylor2": {"taylor_order": 2},
     "racing_taylor3": {"taylor_order": 3},
+    "racing_tie0": {"tie_share": 0.0},
 }
 
 SAMPLERS = {
@@ -324,6 +325,8 @@ SAMPLERS = {
     "racing_taylor2": "RacingMH, taylor_order=2 (second-order Taylor proxy, the default before the automatic "
                       "order; other options default)",
     "racing_taylor3": "RacingMH, taylor_order=3 (third-order Taylor proxy; other options default)",
+    "racing_tie0": "RacingMH, tie_share=0 (each race right for every u: near-ties read all N; the default "
+                   "before the tie band; other options default)",
     "nuts": "NumPyro NUTS, full data, dense mass matrix",
     "nuts_diag": "NumPyro NUTS, full data, NumPyro's default diagonal mass",
     "nuts_laplace": "NumPyro NUTS, full data, dense mass = Laplace covariance at the Newton MAP (fixed), "
@@ -340,7 +343,7 @@ SAMPLERS = {
 }
 #: run by default (``peers_real_data.py`` without ``--samplers``), in this order: ``racing``
 #: first (the SG-MCMC peers run for its steady wall time)
-DEFAULT_SAMPLERS = ("racing", "nuts", "nuts_laplace", "nuts_diag", "hmcecs", "hmcecs_laplace", "sgld_cv",
+DEFAULT_SAMPLERS = ("racing", "racing_tie0", "nuts", "nuts_laplace", "nuts_diag", "hmcecs", "hmcecs_laplace", "sgld_cv",
                     "sghmc_cv", "tunamh", "austerity", "confidence")
 #: the core peers (one configuration each; ``--quick`` runs these by default)
 CORE_SAMPLERS = ("racing", "nuts", "hmcecs", "sgld_cv", "sghmc_cv", "tunamh", "austerity", "confidence")
@@ -506,11 +509,12 @@ def run_austerity(x, y, sizes, seed=0, retime_rounds=0, *, delta=0.05, name="aus
     replacement.  RacingMH's ``method="normal"`` bound (the Normal/t bound on the same
     two-arm difference, error ``delta``) with no control variate and a random walk
     reproduces it; ``exact_when_cheaper=False`` so that the race is never replaced by exact
-    MH (the paper's test has no such switch)."""
+    MH (the paper's test has no such switch), ``tie_share=0`` (its test is at level ``delta``
+    for every ``u``)."""
     from subsample_mcmc.numpyro import RacingMH
 
     kernel = RacingMH(L.logistic_model, method="normal", control_variate=None, proposal="random_walk",
-                      delta=delta, exact_when_cheaper=False)
+                      delta=delta, exact_when_cheaper=False, tie_share=0.0)
     return _numpyro_run(name, kernel, (jnp.asarray(x), jnp.asarray(y)), {}, _RACING_FIELDS, sizes, seed,
                         retime_rounds, evals_fn=lambda e: np.mean(e["num_likelihood_evals"]),
                         info={"delta": delta})
@@ -562,8 +566,8 @@ def ebs_reward_range(x, fit: LaplaceFit, *, tail: float = 1e-6, rw_scale: float 
 def run_confidence(x, y, sizes, seed=0, retime_rounds=0, *, delta=0.05, name="confidence", **_):
     """Bardenet, Doucet & Holmes (2014; 2017 Sec. 6)'s confidence sampler with proxies:
     RacingMH with the empirical Bernstein-Serfling bound (``method="ebs"``) on the
-    residuals of the second-order Taylor proxy, a random walk, ``exact_when_cheaper=False``.
-    The bound needs the width of the residuals: :func:`ebs_reward_range` (a Laplace fit
+    residuals of the second-order Taylor proxy, a random walk, ``exact_when_cheaper=False``,
+    ``tie_share=0`` (the paper's test is right for every ``u``).  The bound needs the width of the residuals: :func:`ebs_reward_range` (a Laplace fit
     and one pass over the data, timed as set-up)."""
     from subsample_mcmc.numpyro import RacingMH
 
@@ -573,7 +577,7 @@ def run_confidence(x, y, sizes, seed=0, retime_rounds=0, *, delta=0.05, name="co
     setup = time.perf_counter() - t0
     n = int(x.shape[0])
     kernel = RacingMH(L.logistic_model, method="ebs", reward_range=float(width), control_variate="taylor",
-                      proposal="random_walk", delta=delta, exact_when_cheaper=False)
+                      proposal="random_walk", delta=delta, exact_when_cheaper=False, tie_share=0.0)
     return _numpyro_run(name, kernel, (jnp.asarray(x), jnp.asarray(y)), {}, _RACING_FIELDS, sizes, seed,
                         retime_rounds, evals_fn=lambda e: np.mean(e["num_likelihood_evals"]),
                         setup_seconds=setup, setup_evals=float(n * (fit.newton_steps + 2)),

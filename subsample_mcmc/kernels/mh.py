@@ -33,13 +33,19 @@ import jax
 import jax.numpy as jnp
 
 from ..racing import ArmControlVariates, best_arm
+from ..racing.bounds import ExactBound
+from ..racing.lil_ucb import LilUCBBound
 from ..racing.race import RaceResult, _run_at_most_once
 from .gradients import gradient_estimator, random_batch
 from .laplace import log_density_sum
 from .proposals import Proposal, get_proposal
 from .proxy import TaylorProxy, proxy_residual, proxy_sum
 
-__all__ = ["MHState", "MHInfo", "init", "build_kernel", "racing_mh_accept"]
+__all__ = ["MHState", "MHInfo", "init", "build_kernel", "racing_mh_accept", "TIE_SHARE"]
+
+#: the share of an MH race's ``delta`` given to ``log u`` landing within ``epsilon = TIE_SHARE delta / 2``
+#: nats of the log MH ratio (:func:`racing_mh_accept`); the race itself runs at ``(1 - TIE_SHARE) delta``
+TIE_SHARE = 0.5
 
 
 class MHState(NamedTuple):
@@ -75,9 +81,27 @@ def racing_mh_accept(
     log_prior_proposal: jax.Array,
     log_q_forward: jax.Array = 0.0,
     log_q_backward: jax.Array = 0.0,
+    tie_share: float = TIE_SHARE,
     **race_options,
 ) -> tuple[jax.Array, RaceResult]:
-    r"""Decide an MH move by a two-arm race (Eq. 12).
+    r"""Decide an MH move by a two-arm race (Eq. 12), differing from the exact test with
+    probability at most ``delta``.
+
+    The error promise is over the whole step, ``u`` included: that is what bounds the
+    total-variation distance between the racing and the exact transition kernels (Bardenet,
+    Doucet & Holmes 2014, Prop. 3.2; Korattikara et al. 2014).  A race that must be right for
+    every ``u`` reads all ``N`` points whenever ``log u`` falls within a few thousandths of a
+    nat of the log MH ratio ``Lambda`` -- rare, but with ``2 N`` points read each time these
+    near-ties are most of a large-``N`` race's cost (``benchmarks/results/racing_mh_stages.md``).
+    Instead, with ``epsilon = tie_share delta / 2`` nats, the race runs at error level
+    ``(1 - tie_share) delta`` and stops once its width falls below ``epsilon``
+    (``resolution`` of :func:`~subsample_mcmc.racing.best_arm`).  On the event that no
+    confidence bound fails (probability ``>= 1 - (1 - tie_share) delta``) a decision can then
+    differ from the exact one only when ``|log u - Lambda| < epsilon``, and since the density
+    of ``log u`` is ``e^t <= 1`` on ``t <= 0`` that has probability at most ``2 epsilon =
+    tie_share delta`` whatever ``Lambda``.  In all, ``P(racing != exact) <= delta`` for every
+    current point and proposal, and no race reads much past the stage where its width falls
+    below ``epsilon``.  ``tie_share=0`` is the race that is right for every ``u``.
 
     Args:
         key: PRNG key (the uniform ``u`` and the race's reading order).
@@ -87,6 +111,9 @@ def racing_mh_accept(
         log_prior_current, log_prior_proposal: ``log p(x)``, ``log p(x')`` (including
             any Jacobian of the parameterisation).
         log_q_forward, log_q_backward: ``log q(x'|x)``, ``log q(x|x')``.
+        tie_share: the share of ``delta`` given to ``|log u - Lambda| < epsilon`` (above), in
+            ``[0, 1)``; default :data:`TIE_SHARE` (1/2).  With ``method="lil_ucb"`` (which has
+            no stages) it is not used.
         **race_options: passed to :func:`~subsample_mcmc.racing.best_arm`
             (``method``, ``delta``, ``first_batch``, ``control_variate`` ...).
 
@@ -99,8 +126,14 @@ def racing_mh_accept(
     n = population_size
     offsets = jnp.stack([log_u + log_prior_current + log_q_forward,
                          log_prior_proposal + log_q_backward]) / n
+    options = dict(race_options)
+    method = options.get("method", "normal")
+    if tie_share and not (method in ("lil_ucb", "exact") or isinstance(method, (LilUCBBound, ExactBound))):
+        delta = options.get("delta", 0.05)
+        options["delta"] = (1.0 - tie_share) * delta
+        options["resolution"] = tie_share * delta / 2.0 / n  # epsilon nats, in the units of the arm means
     race = best_arm(key_race, reward_fn, num_arms=2, population_size=n,
-                    arm_offset=offsets.astype(jnp.float32), **race_options)
+                    arm_offset=offsets.astype(jnp.float32), **options)
     return race.arm == 1, race
 
 

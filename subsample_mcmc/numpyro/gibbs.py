@@ -56,7 +56,13 @@ class RacingGibbs(InitOnceKernel):
         inner_kernel: kernel for the continuous latent sites (required if any).
         method, delta, first_batch, variance: the race
             (:func:`~subsample_mcmc.racing.best_arm`); ``method="exact"`` is the exact
-            Gibbs sampler with the same random numbers.
+            Gibbs sampler with the same random numbers.  A draw differs from the exact one
+            with probability at most ``delta`` (over the Gumbel noise and the reading order).
+        tie_share: the share of ``delta`` given to near-ties of the Gumbel-perturbed values
+            (default 0.5): the race runs at ``(1 - tie_share) delta`` and stops once its widths
+            are below ``log(1 + tie_share delta)`` nats
+            (:func:`~subsample_mcmc.racing.sample_discrete`), so a near-tie does not read all
+            ``N``; 0: each race right for every noise draw.
         data_plate: name of the data plate when there are several candidates.
         control_variate: a :class:`~subsample_mcmc.numpyro.DataSpaceControlVariate`
             (the paper's Eq. 11 with binned reference points and exactly-read outliers).
@@ -78,7 +84,7 @@ class RacingGibbs(InitOnceKernel):
     def __init__(self, model, inner_kernel: Optional[MCMCKernel] = None, *, method: str = "normal",
                  delta: float = 0.05, first_batch: int = 50, variance: str = "pairwise",
                  data_plate: Optional[str] = None,
-                 control_variate: Optional[DataSpaceControlVariate] = None):
+                 control_variate: Optional[DataSpaceControlVariate] = None, tie_share: float = 0.5):
         if control_variate is not None and not isinstance(control_variate, DataSpaceControlVariate):
             raise TypeError("control_variate must be a DataSpaceControlVariate or None")
         self.control_variate = control_variate
@@ -86,10 +92,13 @@ class RacingGibbs(InitOnceKernel):
             raise ValueError(f"method must be one of {METHODS}, got {method!r}")
         if not (0.0 < float(delta) < 0.5):
             raise ValueError(f"delta must lie in (0, 0.5), got {delta}")
+        if isinstance(tie_share, bool) or not (0.0 <= float(tie_share) < 1.0):
+            raise ValueError(f"tie_share must lie in [0, 1) (the share of delta given to near-ties of the "
+                             f"Gumbel-perturbed values; 0: races right for every noise draw), got {tie_share!r}")
         self._model = model
         self.inner_kernel = None if inner_kernel is None else inner_kernel.wrap_model(conditioned)
         self.race_options = dict(method=method, delta=float(delta), first_batch=int(first_batch),
-                                 variance=variance)
+                                 variance=variance, tie_share=float(tie_share))
         self.data_plate = data_plate
         self._ms: Optional[ModelSubsampler] = None
         self._supports: dict = {}

@@ -14,6 +14,7 @@ resolved here, once, to a bound object (:class:`~.bounds.NormalBound`,
 
 from __future__ import annotations
 
+import math
 from typing import Callable, Optional, Union
 
 import jax
@@ -71,7 +72,7 @@ def _is_tracer(x) -> bool:
     return isinstance(x, jax.core.Tracer)
 
 
-def _core(key, rewards, arm_offset, bound_param, ranges, control_variate, *, reward_fn, config):
+def _core(key, rewards, arm_offset, bound_param, ranges, control_variate, resolution, *, reward_fn, config):
     _TRACES["count"] += 1
     (bound, variance, n_arms, n_total, first_batch, lil) = config
     if reward_fn is None:
@@ -125,7 +126,7 @@ def _core(key, rewards, arm_offset, bound_param, ranges, control_variate, *, rew
             key, block_fn, offsets, bound_param, ranges, num_arms=n_arms,
             population_size=n_race, first_batch=first_batch, bound=bound,
             variance="marginal" if isinstance(bound, ExactBound) else variance,
-            index_map=index_map,
+            index_map=index_map, resolution=resolution,
         )
     bad = result.nonfinite | ~exact_ok
     return result._replace(
@@ -281,6 +282,7 @@ def best_arm(
     check_finite: bool = True,
     heavy_tail_guard: bool = True,
     population_sizes=None,
+    resolution=0.0,
 ) -> RaceResult:
     r"""Identify ``argmax_i mu_i`` from a fraction of the rewards, with error <= ``delta``.
 
@@ -368,6 +370,17 @@ def best_arm(
             ``S_hat_x - B sqrt(V_x)`` (one comparison per pair and stage, as in Eq. 27's
             union bound, so the error level is unchanged).  Small clusters facing a strong
             leader then cost nothing.  A reward read outside its bounds stops the race.
+        resolution: ``epsilon >= 0`` in the units of ``mu``: stop once every other arm's
+            confidence width against the leader is below ``epsilon`` and return the leader,
+            an ``epsilon``-good arm (``mu_best - mu_arm <= epsilon``) with probability at
+            least ``1 - delta`` ((epsilon, delta)-PAC; :func:`~.race.run_race`).  Where the
+            arms' means carry continuous noise of bounded density (a Gumbel-max draw, the
+            ``log u`` of an MH test), the returned arm then differs from the exact argmax
+            with probability at most ``delta`` plus the noise's chance of landing within
+            ``epsilon`` of a tie (:func:`~subsample_mcmc.kernels.mh.racing_mh_accept`), and
+            no race reads much past the stage where the widths fall below ``epsilon``.
+            Default 0: the exact best arm, a near-tie reads all ``N``.  Alg. 1's methods
+            (not ``"lil_ucb"``, not ``population_sizes``); traced values are accepted.
 
     Returns:
         :class:`RaceResult` with ``arm``, ``num_rewards_read`` (the paper's cost:
@@ -407,6 +420,17 @@ def best_arm(
         if not (0.0 < delta < 0.5):
             raise ValueError(f"delta must lie in (0, 0.5), got {delta}; e.g. delta=0.05")
 
+    if not _is_tracer(resolution):
+        try:
+            res = float(resolution)
+        except TypeError as err:
+            raise TypeError(f"resolution must be a float >= 0, got {resolution!r}") from err
+        if not (res >= 0.0 and math.isfinite(res)):
+            raise ValueError(f"resolution must be a finite number >= 0 (in the units of the arm means), got "
+                             f"{resolution!r}; 0 races to the exact best arm")
+        if res > 0.0 and (population_sizes is not None or isinstance(bound, LilUCBBound)):
+            raise ValueError("resolution > 0 applies to Alg. 1's races (methods 'normal', 'normal_union', 'ebs', "
+                             "'exact') over one population; pass resolution=0 with 'lil_ucb' or population_sizes")
     if population_sizes is not None:
         return _best_arm_unequal(key, rewards, bound, delta, population_sizes, first_batch=first_batch,
                                  arm_offset=arm_offset, num_arms=num_arms, population_size=population_size,
@@ -521,7 +545,7 @@ def best_arm(
 
     config = (bound, variance, n_arms, n_total, m1, lil)
     result = _core_jit(
-        key, reward_array, offsets, bound_param, ranges, control_variate,
+        key, reward_array, offsets, bound_param, ranges, control_variate, jnp.asarray(resolution, jnp.float32),
         reward_fn=reward_fn, config=config,
     )
     if not _is_tracer(result.nonfinite) and bool(jnp.any(result.nonfinite)):

@@ -38,6 +38,7 @@ def sample_discrete(
     method: str = "normal",
     population_size: Optional[int] = None,
     population_sizes=None,
+    tie_share: float = 0.0,
     **race_options,
 ) -> DiscreteSample:
     r"""Draw ``X ~ p(X = i) ∝ f0(i) prod_n f_n(i)`` by a Gumbel-max race (Eq. 2-3).
@@ -55,6 +56,18 @@ def sample_discrete(
             clusters of a coreference move): ``rewards`` is then a ``[D, max N_y]`` padded
             array or a function ``(arms, indices) -> rewards`` with ``population_size`` the
             largest size, and the race compares totals (see :func:`best_arm`).
+        tie_share: ``s`` in ``[0, 1)``: the share of ``delta`` given to near-ties of the
+            perturbed values.  The race runs at ``(1 - s) delta`` and stops once every width
+            is below ``epsilon = log(1 + s delta)`` nats (``resolution`` of :func:`best_arm`),
+            returning an ``epsilon``-good arm where no bound failed; it can then differ from
+            the exact draw only when the top two of ``log f0(i) + sum_n log f_n(i) + eps_i``
+            lie within ``epsilon``, which has probability at most ``e^epsilon - 1 = s delta``
+            (exponential-race form of Gumbel-max: given the winner and its ``E = e^-V``, the
+            runner-up's ``E`` exceeds it by an exponential of rate at most the total, so
+            ``P(V_1 - V_2 < epsilon) <= e^epsilon - 1``).  In all the draw's total variation
+            stays at most ``delta``, and a near-tie no longer reads all ``N``.  Default 0:
+            each race right for every noise draw.  Not with ``population_sizes`` or
+            ``"lil_ucb"`` (ignored there).
         **race_options: passed to :func:`best_arm` (``delta``, ``first_batch``,
             ``variance``, ``control_variate``, ...).
 
@@ -84,6 +97,10 @@ def sample_discrete(
         n_total = int(population_size)
     else:
         n_total = jnp.shape(rewards)[-1]
+    if tie_share and population_sizes is None and method not in ("lil_ucb", "exact"):
+        delta = race_options.get("delta", 0.05)
+        race_options = dict(race_options, delta=(1.0 - tie_share) * delta,
+                            resolution=jnp.log1p(tie_share * delta) / n_total)
     gumbel, key_race = _gumbel(key, n_arms)
     # Eq. 3 divides the prior and the noise by N to compare means; unequal populations compare totals
     offsets = log_f0 + gumbel if population_sizes is not None else (log_f0 + gumbel) / n_total

@@ -236,6 +236,7 @@ def run_race(
     variance: str,
     index_map: Optional[jax.Array] = None,
     max_block: int = 1 << 14,
+    resolution=0.0,
 ) -> RaceResult:
     r"""Run Alg. 1 once.  Traceable; all keyword arguments are static.
 
@@ -263,6 +264,14 @@ def run_race(
             population (used when some points are always read exactly).
         max_block: largest number of points evaluated at once; larger stages are
             read in chunks, so memory is O(D max_block) per race.
+        resolution: ``epsilon >= 0`` (traced): an arm is also eliminated once its width
+            ``G`` against the leader is below ``epsilon`` (where the heavy-tail guard
+            allows a decision).  The race then returns an ``epsilon``-good arm,
+            ``mu_best - mu_arm <= epsilon``, with probability at least ``1 - delta``
+            ((epsilon, delta)-PAC identification, Even-Dar, Mannor & Mansour 2006): on the
+            event that no confidence bound fails, an arm ``i`` dropped at width
+            ``G < epsilon`` while ``x`` leads has ``mu_i - mu_x <= mu_hat_i - mu_hat_x + G
+            <= epsilon``.  0 (default): the exact best arm, the race may read all ``N``.
     """
     if not isinstance(bound, ConfidenceBound):
         raise TypeError(f"bound must be a ConfidenceBound (e.g. NormalBound()), got {bound!r}")
@@ -376,7 +385,7 @@ def run_race(
             sd_arm = jnp.sqrt(jnp.maximum(state.second, 0.0) / t)
             width = bound_width(count, sd_arm, reward_range, b) + bound_width(
                 count, sd_arm[leader], reward_range[leader], b)
-        eliminated = (gap > width) & allowed & (arange != leader)
+        eliminated = ((gap > width) | (width < resolution)) & allowed & (arange != leader)
         eliminated = eliminated | ((count >= n_pop) & (arange != leader))
         alive = state.alive & ~eliminated
         finished = jnp.sum(alive) == 1
