@@ -561,9 +561,11 @@ SAMPLER_NOTES = {
               "checked against NUTS in tests/test_peers_benchmark.py. The batch cap (50 x the largest B) is reported "
               "if it binds.",
     "austerity": "Korattikara, Chen & Welling (2014): `RacingMH(logistic_model, method='normal', "
-                 "control_variate=None, proposal='random_walk', exact_when_cheaper=False)`, delta = 0.05.",
+                 "control_variate=None, proposal='random_walk', exact_when_cheaper=False, tie_share=0)`, "
+                 "delta = 0.05 (the paper's test: right for every u).",
     "confidence": "Bardenet, Doucet & Holmes (2014/2017) with proxies: `RacingMH(logistic_model, method='ebs', "
-                  "reward_range=C, control_variate='taylor', proposal='random_walk', exact_when_cheaper=False)`; C = "
+                  "reward_range=C, control_variate='taylor', proposal='random_walk', exact_when_cheaper=False, "
+                  "tie_share=0)`; C = "
                   "2 (M3/6) max_n (z_n' Sigma z_n)^1.5 R^3 (Taylor remainder, M3 = 1/(6 sqrt 3)), valid while both "
                   "points lie in the Mahalanobis ball R^2 = (1 + 2.4^2/p) chi2_p^-1(1 - 1e-6) of the Laplace fit, "
                   "heuristic outside (`experiments.peers.ebs_reward_range`).",
