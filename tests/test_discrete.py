@@ -127,3 +127,15 @@ def test_tie_share_stops_near_ties_and_keeps_the_draw_within_delta():
     assert wrong <= limit and wrong0 <= limit
     assert reads.max() < n and reads0.max() == n
     assert reads.mean() < reads0.mean()
+
+
+def test_tie_share_is_checked():
+    import pytest
+
+    from subsample_mcmc.kernels import racing_mh_accept
+    log_fn, _ = _problem(n=200, d=3)
+    for bad in (1.0, -0.1, True):
+        with pytest.raises(ValueError, match="tie_share must lie in"):
+            sample_discrete(jax.random.PRNGKey(0), jnp.zeros(3), log_fn, tie_share=bad)
+        with pytest.raises(ValueError, match="tie_share must lie in"):
+            racing_mh_accept(jax.random.PRNGKey(0), lambda i: log_fn[:2, i], 200, 0.0, 0.0, tie_share=bad)

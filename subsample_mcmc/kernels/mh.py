@@ -126,6 +126,9 @@ def racing_mh_accept(
     n = population_size
     offsets = jnp.stack([log_u + log_prior_current + log_q_forward,
                          log_prior_proposal + log_q_backward]) / n
+    if isinstance(tie_share, bool) or not 0.0 <= float(tie_share) < 1.0:
+        raise ValueError(f"tie_share must lie in [0, 1) (the share of delta given to log u landing within "
+                         f"tie_share delta / 2 nats of the MH ratio; 0: races right for every u), got {tie_share!r}")
     options = dict(race_options)
     method = options.get("method", "normal")
     if tie_share and not (method in ("lil_ucb", "exact") or isinstance(method, (LilUCBBound, ExactBound))):

@@ -97,6 +97,9 @@ def sample_discrete(
         n_total = int(population_size)
     else:
         n_total = jnp.shape(rewards)[-1]
+    if isinstance(tie_share, bool) or not 0.0 <= float(tie_share) < 1.0:
+        raise ValueError(f"tie_share must lie in [0, 1) (the share of delta given to near-ties of the perturbed "
+                         f"values; 0: races right for every noise draw), got {tie_share!r}")
     if tie_share and population_sizes is None and method not in ("lil_ucb", "exact"):
         delta = race_options.get("delta", 0.05)
         race_options = dict(race_options, delta=(1.0 - tie_share) * delta,
