@@ -190,3 +190,20 @@ def test_vectorized_init_params_without_a_chain_axis_are_refused_by_name():
         kernel.init(keys, 10, {"s": np.array(0.0)}, (np.asarray(Y),), {})
     with pytest.raises(ValueError, match=r"\['nope'\], which are not latent sites RacingGibbs starts"):
         kernel.init(keys, 10, {"nope": np.zeros(3)}, (np.asarray(Y),), {})
+
+
+def test_constructor_mistakes_are_named():
+    """A fresh user's trial: a kernel class as ``inner_kernel``, a string ``delta`` and a string model
+    failed late (inside NumPyro) or ran silently; each is refused when the kernel is built."""
+    def model(y):
+        numpyro.sample("k", dist.Categorical(probs=jnp.ones(3) / 3))
+
+    with pytest.raises(TypeError, match="inner_kernel must be a kernel instance"):
+        RacingGibbs(model, inner_kernel=RacingMH)
+    for kernel in (RacingGibbs, RacingMH):
+        with pytest.raises(TypeError, match="delta must be a number"):
+            kernel(model, delta="0.05")
+        with pytest.raises(TypeError, match="model must be a NumPyro model function"):
+            kernel("model")
+    with pytest.raises(ValueError, match=r"tie_share must lie in \[0, 1\)"):
+        RacingGibbs(model, tie_share=1.0)

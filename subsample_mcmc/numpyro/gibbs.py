@@ -29,7 +29,7 @@ from ..racing import METHODS, sample_discrete
 from ..racing.race import _run_at_most_once
 from .control import DataSpaceControlVariate
 from .mh import RacingMH
-from .model import InitOnceKernel, ModelSubsampler, check_init_params, full_data_model
+from .model import InitOnceKernel, ModelSubsampler, check_delta, check_init_params, check_model, full_data_model
 
 __all__ = ["RacingGibbs", "RacingGibbsState"]
 
@@ -90,8 +90,11 @@ class RacingGibbs(InitOnceKernel):
         self.control_variate = control_variate
         if method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-        if not (0.0 < float(delta) < 0.5):
-            raise ValueError(f"delta must lie in (0, 0.5), got {delta}")
+        check_model(model)
+        delta = check_delta(delta)
+        if inner_kernel is not None and (isinstance(inner_kernel, type) or not isinstance(inner_kernel, MCMCKernel)):
+            raise TypeError(f"inner_kernel must be a kernel instance built on the same model, e.g. "
+                            f"inner_kernel=RacingMH(model) or NUTS(model), got {inner_kernel!r}")
         if isinstance(tie_share, bool) or not (0.0 <= float(tie_share) < 1.0):
             raise ValueError(f"tie_share must lie in [0, 1) (the share of delta given to near-ties of the "
                              f"Gumbel-perturbed values; 0: races right for every noise draw), got {tie_share!r}")

@@ -65,7 +65,8 @@ from ..kernels.proxy import TaylorProxy, proxy_residual, proxy_sum, residual_spr
 from ..racing import METHODS
 from ..racing.race import _run_at_most_once
 from .control import DataSpaceControlVariate
-from .model import InitOnceKernel, ModelSubsampler, PlateIndices, check_init_params, jit_with_data, split_data
+from .model import (InitOnceKernel, ModelSubsampler, PlateIndices, check_delta, check_init_params, check_model,
+                    jit_with_data, split_data)
 
 __all__ = ["RacingMH", "RacingMHState"]
 
@@ -371,8 +372,8 @@ class RacingMH(InitOnceKernel):
             raise TypeError(f"adapt_mass_matrix must be None (automatic), True or False, got {adapt_mass_matrix!r}")
         if method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-        if not (0.0 < float(delta) < 0.5):
-            raise ValueError(f"delta must lie in (0, 0.5), got {delta}")
+        check_model(model)
+        delta = check_delta(delta)
         if control_variate not in (None, "taylor") and not isinstance(control_variate, DataSpaceControlVariate):
             raise ValueError(
                 f"control_variate must be None, 'taylor' or a DataSpaceControlVariate, got {control_variate!r}"

@@ -124,6 +124,22 @@ class InitOnceKernel(MCMCKernel):
     def _init_states(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
         raise NotImplementedError
 
+def check_delta(delta) -> float:
+    """``delta`` as a float in ``(0, 0.5)``, or a ``TypeError``/``ValueError`` naming it (a string such
+    as ``"0.05"`` is refused, not converted)."""
+    if isinstance(delta, (str, bytes, bool)) or not isinstance(delta, (int, float, np.number)):
+        raise TypeError(f"delta must be a number in (0, 0.5), got {delta!r}; e.g. delta=0.05")
+    if not (0.0 < float(delta) < 0.5):
+        raise ValueError(f"delta must lie in (0, 0.5), got {delta}; e.g. delta=0.05")
+    return float(delta)
+
+
+def check_model(model, name: str = "model"):
+    """Refuse what is not a model function (a string, an array) when a kernel is built."""
+    if not callable(model) or isinstance(model, type):
+        raise TypeError(f"{name} must be a NumPyro model function (def model(x, y=None): ...), got {model!r}")
+
+
 def check_init_params(init_params, shapes: dict, num_chains: Optional[int] = None, optional=(),
                       kernel: str = "RacingMH") -> None:
     """Raise a ``ValueError`` naming the site and the fix when ``init_params`` does not fit the model.

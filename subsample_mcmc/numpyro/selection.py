@@ -32,7 +32,7 @@ from ..kernels.proxy import proxy_residual
 from ..racing import METHODS, ArmControlVariates, sample_discrete, sample_discrete_exact
 from .control import LinearFeatureControlVariate
 from .mh import RacingMH
-from .model import InitOnceKernel, full_data_model, jit_with_data
+from .model import InitOnceKernel, check_delta, full_data_model, jit_with_data
 
 __all__ = ["ModelSelection", "ModelSelectionState", "ModelPosterior", "model_posterior", "conditional_samples"]
 
@@ -234,8 +234,7 @@ class ModelSelection(InitOnceKernel):
         self.prior = prior / prior.sum()
         if method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-        if not (0.0 < float(delta) < 0.5):
-            raise ValueError(f"delta must lie in (0, 0.5), got {delta}")
+        delta = check_delta(delta)
         self.race_options = dict(method=method, delta=float(delta), first_batch=int(first_batch),
                                  variance=variance)
         self.wang_landau = bool(wang_landau)
