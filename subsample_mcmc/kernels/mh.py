@@ -34,6 +34,7 @@ import jax.numpy as jnp
 
 from ..racing import ArmControlVariates, best_arm
 from ..racing.bounds import ExactBound
+from ..racing.discrete import check_tie_share
 from ..racing.lil_ucb import LilUCBBound
 from ..racing.race import RaceResult, _run_at_most_once
 from .gradients import gradient_estimator, random_batch
@@ -126,9 +127,7 @@ def racing_mh_accept(
     n = population_size
     offsets = jnp.stack([log_u + log_prior_current + log_q_forward,
                          log_prior_proposal + log_q_backward]) / n
-    if isinstance(tie_share, bool) or not 0.0 <= float(tie_share) < 1.0:
-        raise ValueError(f"tie_share must lie in [0, 1) (the share of delta given to log u landing within "
-                         f"tie_share delta / 2 nats of the MH ratio; 0: races right for every u), got {tie_share!r}")
+    check_tie_share(tie_share)
     options = dict(race_options)
     method = options.get("method", "normal")
     if tie_share and not (method in ("lil_ucb", "exact") or isinstance(method, (LilUCBBound, ExactBound))):

@@ -27,6 +27,7 @@ from numpyro.util import is_prng_key
 
 from ..racing import METHODS, sample_discrete
 from ..racing.race import _run_at_most_once
+from ..racing.discrete import check_tie_share
 from .control import DataSpaceControlVariate
 from .mh import RacingMH
 from .model import InitOnceKernel, ModelSubsampler, check_delta, check_init_params, check_model, full_data_model
@@ -95,9 +96,7 @@ class RacingGibbs(InitOnceKernel):
         if inner_kernel is not None and (isinstance(inner_kernel, type) or not isinstance(inner_kernel, MCMCKernel)):
             raise TypeError(f"inner_kernel must be a kernel instance built on the same model, e.g. "
                             f"inner_kernel=RacingMH(model) or NUTS(model), got {inner_kernel!r}")
-        if isinstance(tie_share, bool) or not (0.0 <= float(tie_share) < 1.0):
-            raise ValueError(f"tie_share must lie in [0, 1) (the share of delta given to near-ties of the "
-                             f"Gumbel-perturbed values; 0: races right for every noise draw), got {tie_share!r}")
+        tie_share = check_tie_share(tie_share)
         self._model = model
         self.inner_kernel = None if inner_kernel is None else inner_kernel.wrap_model(conditioned)
         self.race_options = dict(method=method, delta=float(delta), first_batch=int(first_batch),

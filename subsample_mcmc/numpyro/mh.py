@@ -64,6 +64,7 @@ from ..kernels.proposals import K_HAT_MAX, crank_nicolson, either, get_proposal,
 from ..kernels.proxy import TaylorProxy, proxy_residual, proxy_sum, residual_spread, taylor_proxy
 from ..racing import METHODS
 from ..racing.race import _run_at_most_once
+from ..racing.discrete import check_tie_share
 from .control import DataSpaceControlVariate
 from .model import (InitOnceKernel, ModelSubsampler, PlateIndices, check_delta, check_init_params, check_model,
                     jit_with_data, split_data)
@@ -386,10 +387,7 @@ class RacingMH(InitOnceKernel):
             raise ValueError(f"taylor_order={taylor_order!r} sets the order of the Taylor proxy, but "
                              f"control_variate={control_variate!r} has none: drop taylor_order or pass "
                              "control_variate='taylor'")
-        if isinstance(tie_share, bool) or not (0.0 <= float(tie_share) < 1.0):
-            raise ValueError(f"tie_share must lie in [0, 1) (the share of delta given to log u landing within "
-                             f"tie_share delta / 2 nats of the MH ratio; 0: races right for every u), "
-                             f"got {tie_share!r}")
+        tie_share = check_tie_share(tie_share)
         if isinstance(first_batch, bool) or int(first_batch) != first_batch or int(first_batch) < 2:
             raise ValueError(f"first_batch must be an integer >= 2 (a race's variance needs two rewards), "
                              f"got {first_batch!r}")

@@ -124,11 +124,16 @@ class InitOnceKernel(MCMCKernel):
     def _init_states(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
         raise NotImplementedError
 
+
 def check_delta(delta) -> float:
     """``delta`` as a float in ``(0, 0.5)``, or a ``TypeError``/``ValueError`` naming it (a string such
-    as ``"0.05"`` is refused, not converted)."""
-    if isinstance(delta, (str, bytes, bool)) or not isinstance(delta, (int, float, np.number)):
+    as ``"0.05"`` is refused, not converted; NumPy and JAX scalars are numbers)."""
+    if isinstance(delta, (str, bytes, bool)) or np.ndim(delta) != 0:
         raise TypeError(f"delta must be a number in (0, 0.5), got {delta!r}; e.g. delta=0.05")
+    try:
+        float(delta)
+    except (TypeError, ValueError) as err:
+        raise TypeError(f"delta must be a number in (0, 0.5), got {delta!r}; e.g. delta=0.05") from err
     if not (0.0 < float(delta) < 0.5):
         raise ValueError(f"delta must lie in (0, 0.5), got {delta}; e.g. delta=0.05")
     return float(delta)

@@ -97,9 +97,7 @@ def sample_discrete(
         n_total = int(population_size)
     else:
         n_total = jnp.shape(rewards)[-1]
-    if isinstance(tie_share, bool) or not 0.0 <= float(tie_share) < 1.0:
-        raise ValueError(f"tie_share must lie in [0, 1) (the share of delta given to near-ties of the perturbed "
-                         f"values; 0: races right for every noise draw), got {tie_share!r}")
+    check_tie_share(tie_share)
     if tie_share and population_sizes is None and method not in ("lil_ucb", "exact"):
         delta = race_options.get("delta", 0.05)
         race_options = dict(race_options, delta=(1.0 - tie_share) * delta,
@@ -112,6 +110,16 @@ def sample_discrete(
         population_size=n_total, population_sizes=population_sizes, **race_options,
     )
     return DiscreteSample(race.arm, race, gumbel)
+
+
+def check_tie_share(tie_share) -> float:
+    """``tie_share`` as a float in ``[0, 1)`` (the share of ``delta`` given to near-ties: of the
+    Gumbel-perturbed values here, of ``log u`` and the MH ratio in
+    :func:`~subsample_mcmc.kernels.mh.racing_mh_accept`), or a ``ValueError`` naming it."""
+    if isinstance(tie_share, (bool, str, bytes)) or not 0.0 <= float(tie_share) < 1.0:
+        raise ValueError(f"tie_share must lie in [0, 1) (the share of delta given to near-ties; 0: races right "
+                         f"for every noise draw or u), got {tie_share!r}")
+    return float(tie_share)
 
 
 def _gumbel(key: jax.Array, n_arms: int):
