@@ -198,7 +198,10 @@ class RacingMH(InitOnceKernel):
             (15% to 50% of warmup; Welford, regularised as in Stan).  Default ``None``:
             only when the initial one is not the full-data Laplace covariance, i.e. when
             it comes from a mini-batch Hessian (``control_variate=None`` with
-            ``init_params`` or ``init_strategy="prior"``).  A random walk's warmup draws
+            ``init_params`` or ``init_strategy="prior"``), or when the kernel is a block of
+            a Gibbs kernel (its Laplace covariance is that of the conditional at the other
+            blocks' initial values: a change point's first segment at its start holds 100
+            of 3,100 points, and its level's proposal was 4x the posterior sd).  A random walk's warmup draws
             are strongly autocorrelated, and a few hundred of them estimate the
             posterior covariance worse than the inverse Hessian at the mode of a large-N
             posterior (Bernstein-von Mises): ``benchmarks/results/racing_mh_mass.md``.
@@ -438,7 +441,10 @@ class RacingMH(InitOnceKernel):
     def _reestimate_mass(self) -> bool:
         if self.adapt_mass_matrix is not None:
             return bool(self.adapt_mass_matrix)
-        return not getattr(self, "_mass_from_full_data", False)
+        # a Gibbs block's Laplace covariance is that of the conditional met at init: the
+        # other blocks move the conditional (a change point's segment lengths), so the
+        # warmup draws estimate it
+        return getattr(self, "_gibbs_block", False) or not getattr(self, "_mass_from_full_data", False)
 
     def _is_dense(self, d: int) -> bool:
         return d <= _DENSE_MAX_DIMENSION if self.dense_mass is None else bool(self.dense_mass)
@@ -1304,6 +1310,7 @@ class RacingMH(InitOnceKernel):
                 "conditional met at init; when the other blocks move the conditional, the chain sticks. Leave "
                 "proposal unset (a block then uses the random walk) or pass proposal='random_walk'.",
                 UserWarning, stacklevel=2)
+        new._gibbs_block = True
         new.model = wrapper(self._model)
         new._subsampler = None
         new._unravel = None
