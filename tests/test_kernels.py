@@ -198,6 +198,52 @@ def test_crank_nicolson_t_reference_leaves_its_student_t_invariant():
         crank_nicolson(-1.0)
 
 
+def test_crank_nicolson_defensive_mixture_leaves_its_mixture_invariant():
+    """With ``t_weight = a`` the reference is (1 - a) N(c, S) + a t_nu(c, S): the move (pick the
+    t component with its responsibility, then u | x from it, else u = 1; pCN at scale u) must
+    leave that mixture invariant on its own and return (log ref(x'), log ref(x)) up to one
+    constant.  From exact mixture draws: the radius law q(x) ~ (1 - a) chi2_p + a p F(p, nu) (KS)
+    after a pCN move and after an independence draw, and the pair against scipy's densities.
+    Choosing the component by its prior weight instead of its responsibility fails the
+    independence draw's law (KS p-value 2e-16); t_weight outside [0, 1] is refused."""
+    from subsample_mcmc.kernels import crank_nicolson
+
+    nu, p, a = 5.0, 10, 0.5
+    root = np.random.default_rng(1).normal(size=(p, p))
+    cov = root @ root.T / p + 0.5 * np.eye(p)
+    c = np.linspace(-1.0, 1.0, p)
+    t = stats.multivariate_t(loc=c, shape=cov, df=nu)
+    g = stats.multivariate_normal(mean=c, cov=cov)
+    rng = np.random.default_rng(0)
+    m = 20000
+    from_t = rng.random(m) < a
+    x0 = np.where(from_t[:, None], t.rvs(size=m, random_state=rng), g.rvs(size=m, random_state=rng))
+    keys = jax.random.split(jax.random.PRNGKey(5), m)
+    prop = crank_nicolson(nu, t_weight=a)
+    new, fwd, bwd = jax.vmap(lambda k, x: prop(k, x, 0.7, jnp.asarray(cov, jnp.float32), None,
+                                               jnp.asarray(c, jnp.float32)))(keys, jnp.asarray(x0, jnp.float32))
+    new = np.asarray(new, np.float64)
+    q = np.einsum("ni,ij,nj->n", new - c, np.linalg.inv(cov), new - c)
+
+    def cdf(v):
+        return (1 - a) * stats.chi2(p).cdf(v) + a * stats.f(p, nu).cdf(v / p)
+
+    assert stats.kstest(q, cdf).pvalue > 1e-3
+    # eps = inf: the independence draw x' ~ N(c, u S), u | x from the mixture's conditional
+    ind = np.asarray(jax.vmap(lambda k, x: prop(k, x, jnp.inf, jnp.asarray(cov, jnp.float32), None,
+                                                jnp.asarray(c, jnp.float32))[0])(keys, jnp.asarray(x0, jnp.float32)),
+                     np.float64)
+    assert stats.kstest(np.einsum("ni,ij,nj->n", ind - c, np.linalg.inv(cov), ind - c), cdf).pvalue > 1e-3
+    log_ref = lambda v: np.logaddexp(np.log1p(-a) + g.logpdf(v), np.log(a) + t.logpdf(v))  # noqa: E731
+    np.testing.assert_allclose(np.asarray(fwd - bwd)[:300], log_ref(new[:300]) - log_ref(x0[:300]),
+                               rtol=1e-3, atol=2e-3)
+    moved = np.linalg.norm(new - x0, axis=1)
+    assert np.median(moved) > 0.3 and np.corrcoef(new[:, 0], x0[:, 0])[0, 1] > 0.3
+    for bad in (-0.1, 1.5):
+        with pytest.raises(ValueError, match="t_weight"):
+            crank_nicolson(nu, t_weight=bad)
+
+
 def _rare_event_chains(proposal, n_chains=8, n_steps=20000):
     """Exact-MH pCN chains at eps = inf on a rare-event Poisson rate: 3 events in N = 2000,
     s = log rate, posterior ~ exp(3 s - N e^s) -- a log-gamma with an exponential left
@@ -229,8 +275,9 @@ def _rare_event_chains(proposal, n_chains=8, n_steps=20000):
 def test_crank_nicolson_t_reference_covers_a_tail_its_gaussian_misses():
     """The tail the default (Student-t) reference exists for: on a posterior whose left tail
     is exponential, each independence chain puts 1% of its draws below the exact 1%
-    quantile (binomial spread across chains); with the Gaussian reference pi/N is
-    unbounded, chains stick in the tail or miss it, and the same check fails."""
+    quantile (binomial spread across chains), and so does the defensive mixture half N, half
+    t; with the Gaussian reference pi/N is unbounded, chains stick in the tail or miss it, and
+    the same check fails."""
     from subsample_mcmc.kernels import crank_nicolson
 
     def tail_spread(xs, q01):
@@ -240,6 +287,9 @@ def test_crank_nicolson_t_reference_covers_a_tail_its_gaussian_misses():
 
     bias, spread = tail_spread(*_rare_event_chains(crank_nicolson()))
     assert bias < 0.0015 and spread < 2.5, (bias, spread)
+    # the defensive mixture (1 - a) N + a t at a = 1/2 (RacingMH's weight at p = 4) keeps the cover
+    bias_m, spread_m = tail_spread(*_rare_event_chains(crank_nicolson(t_weight=0.5)))
+    assert bias_m < 0.0015 and spread_m < 2.5, (bias_m, spread_m)
     bias_g, spread_g = tail_spread(*_rare_event_chains(crank_nicolson(math.inf)))
     assert spread_g > 3.0, (bias_g, spread_g)
 

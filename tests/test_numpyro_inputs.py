@@ -23,7 +23,7 @@ from numpyro.diagnostics import effective_sample_size
 from numpyro.infer import MCMC, Predictive
 from numpyro.infer.util import constrain_fn
 
-from subsample_mcmc import RacingGibbs, RacingMH
+from subsample_mcmc import ModelSelection, RacingGibbs, RacingMH
 from subsample_mcmc.numpyro import ModelSubsampler
 
 N, P = 2000, 2
@@ -477,6 +477,19 @@ def test_missing_data_are_named_with_argument_and_index():
     with pytest.raises(ValueError, match=r"'y' is NaN at index 77"):
         MCMC(RacingMH(_nan_model, control_variate=None), num_warmup=5, num_samples=5, progress_bar=False).run(
             jax.random.PRNGKey(0), x, y, init_params={"a": jnp.zeros(()), "b": jnp.zeros(())})
+
+
+def test_data_of_different_lengths_are_named_before_sampling():
+    """``x`` with N rows and ``y`` with fewer (a filtered column): NumPyro's own failure is a
+    broadcasting error inside the likelihood naming neither; the kernels name the observed site,
+    the plate and each argument's length, for RacingMH, RacingGibbs and ModelSelection."""
+    x, y = X64[:, 0], Y64[:-5]
+    match = r"observed site 'y' holds %d values along the data plate 'obs', whose size is %d.*'y': %d.*'x': %d" % (
+        y.shape[0], x.shape[0], y.shape[0], x.shape[0])
+    for kernel in (RacingMH(_nan_model), RacingGibbs(_nan_model, inner_kernel=RacingMH(_nan_model)),
+                   ModelSelection([_nan_model, _nan_model])):
+        with pytest.raises(ValueError, match=match):
+            MCMC(kernel, num_warmup=5, num_samples=5, progress_bar=False).run(jax.random.PRNGKey(0), x, y)
 
 
 def test_compiled_programs_take_the_data_as_arguments_not_constants():

@@ -26,7 +26,8 @@ from .gradients import gradient_estimator, minibatch_log_density, random_batch
 from .laplace import LaplaceApproximation, fit_laplace, inverse_mass, laplace_approximation
 from .mh import MHInfo, MHState, build_kernel, init, racing_mh_accept
 from .proposals import (
-    K_HAT_MAX, PROPOSALS, Preconditioner, Proposal, crank_nicolson, either, get_proposal, langevin, pareto_k_hat,
+    K_HAT_MAX, PROPOSALS, Preconditioner, Proposal, crank_nicolson, defensive_t_weight, either, get_proposal, langevin,
+    pareto_k_hat,
     preconditioner, random_walk, reference_k_hat,
 )
 from .product_space import (
@@ -37,7 +38,8 @@ from .proxy import TaylorProxy, proxy_per_datum, proxy_residual, proxy_sum, tayl
 
 __all__ = [
     "MHState", "MHInfo", "init", "build_kernel", "racing_mh_accept", "discrete_gibbs_step",
-    "Proposal", "PROPOSALS", "get_proposal", "random_walk", "langevin", "crank_nicolson", "Preconditioner",
+    "Proposal", "PROPOSALS", "get_proposal", "random_walk", "langevin", "crank_nicolson", "defensive_t_weight",
+    "Preconditioner",
     "preconditioner", "either", "pareto_k_hat", "reference_k_hat", "K_HAT_MAX",
     "gradient_estimator", "minibatch_log_density", "random_batch",
     "TaylorProxy", "taylor_proxy", "proxy_sum", "proxy_per_datum", "proxy_residual",

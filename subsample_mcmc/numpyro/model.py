@@ -456,6 +456,7 @@ class ModelSubsampler:
         self.index_arguments = not self.subsample_style
         self.full_data_prior_sites = ()  # observed sites outside the data plate read on all data
         self._check_argument_types(model_args, model_kwargs)
+        self._check_data_lengths(proto, model_args, model_kwargs)
         self._check_subsample_consistency(model_args, model_kwargs)
 
     # -- argument handling --------------------------------------------------------
@@ -507,6 +508,27 @@ class ModelSubsampler:
                         "per-datum arrays are indexed along their leading dimension, which pandas objects "
                         "do not support"
                     )
+
+    def _check_data_lengths(self, proto, model_args, model_kwargs):
+        """Each observed site of the data plate holds one value per datum along the plate's dim: data
+        arguments of different lengths (``X`` with N rows, ``y`` with fewer) would otherwise fail deep in a
+        distribution's log-density with a broadcasting error that names neither."""
+        plate = proto[self.plate]
+        expected = int(plate["args"][1] if plate["args"][1] is not None else plate["args"][0])
+        for name in self.data_sites:
+            site = proto[name]
+            frame = next(f for f in site["cond_indep_stack"] if f.name == self.plate)
+            shape = jnp.shape(site["value"])
+            dim = frame.dim - len(site["fn"].event_shape)
+            if len(shape) < -dim or shape[dim] in (1, expected):
+                continue
+            lengths = sorted({(arg, int(np.shape(v)[0])) for arg, v in self._argument_names(model_args, model_kwargs)
+                              if np.ndim(v) >= 1 and not _is_pandas(v)}, key=lambda t: t[1])
+            listed = ", ".join(f"{arg!r}: {n}" for arg, n in lengths)
+            raise ValueError(
+                f"the observed site {name!r} holds {shape[dim]} values along the data plate {self.plate!r}, "
+                f"whose size is {expected}: the data arguments differ in length along their first axis "
+                f"({listed}); pass arrays with one row per datum (the same N) and the plate size N")
 
     def _map_data(self, fn, model_args, model_kwargs):
         n = self.size
