@@ -29,7 +29,7 @@ def main() -> None:
     import jax.numpy as jnp
 
     from experiments import peers as P
-    from racing_mh_defensive_reference import _mean_se, logistic_run
+    from racing_mh_defensive_reference import _mean_se, logistic_run, logistic_table
 
     rows = []
     for name, n in DATASETS:
@@ -46,16 +46,9 @@ def main() -> None:
     results.mkdir(exist_ok=True)
     (results / "racing_mh_tie_share.json").write_text(json.dumps({"seeds": list(SEEDS), "rows": rows}, indent=1) + "\n")
 
-    def fmt(v, d=3):
-        return f"{v[0]:.{d}f} +- {v[1]:.{d}f}"
-
     lines = ["# RacingMH's tie share (benchmarks/racing_mh_tie_share.py)", "",
-             f"Defaults but `tie_share`; 2000 warmup + 10,000 draws, 1 chain, seeds {list(SEEDS)}, mean +- s.e.", "",
-             "| data | N, p | tie_share | evaluations per step | evaluations per effective draw | min ESS per draw "
-             "| acceptance |", "|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['dataset']} | {r['n']:,}, {r['p']} | {r['tie_share']} | {fmt(r['evals_per_step'], 0)} "
-              f"| {fmt(r['evals_per_effective_draw'], 0)} | {fmt(r['min_ess_per_draw'])} | {fmt(r['accept'])} |"
-              for r in rows]
+             f"Defaults but `tie_share`; 2000 warmup + 10,000 draws, 1 chain, seeds {list(SEEDS)}, mean +- s.e.", ""]
+    lines += logistic_table(rows, "tie_share", "tie_share")
     (results / "racing_mh_tie_share.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
