@@ -44,6 +44,17 @@ class RacingGibbsState(NamedTuple):
     proxy_cache: Any = None  # an inner RacingMH's Taylor proxies, one per discrete configuration
     proxy_cached: Any = None  # bool [configurations]: which entries of proxy_cache are built
 
+    @property
+    def accept_prob(self) -> jax.Array:
+        """The inner kernel's acceptance probability of its last move, so that
+        ``extra_fields=("accept_prob",)`` works as with NumPyro's kernels (and ArviZ shows
+        ``acceptance_rate``); NaN without an inner kernel or one that reports none."""
+        nan = jnp.full(jnp.shape(self.num_likelihood_evals), jnp.nan, jnp.float32)
+        inner = getattr(self.inner_state, "accept_prob", None)
+        if inner is None:  # NumPyro's HMCGibbs-style states keep it one level down
+            inner = getattr(getattr(self.inner_state, "hmc_state", None), "accept_prob", None)
+        return nan if inner is None else jnp.asarray(inner)
+
 # an inner RacingMH's Taylor proxy is cached per joint discrete configuration up to this many
 _MAX_CACHED_CONFIGURATIONS = 256
 
