@@ -116,6 +116,15 @@ def logistic_table(rows, key: str, title: str) -> list:
                     f"| {fmt(r['evals_per_effective_draw'], 0)} |" for r in rows]
 
 
+def logistic_row(runs, **fields) -> dict:
+    """``fields`` and the runs of :func:`logistic_run` with the mean and standard error over them of each
+    summary (acceptance, evaluations per step, min ESS per draw, evaluations per effective draw)."""
+    row = {**fields, "runs": runs}
+    for key in ("accept", "evals_per_step", "min_ess_per_draw", "evals_per_effective_draw"):
+        row[key] = _mean_se([r[key] for r in runs])
+    return row
+
+
 def _mean_se(values):
     import numpy as np
 
@@ -147,9 +156,7 @@ def main() -> None:
         for label, weight in (("t alone (a = 1)", 1.0), (f"default (a = {defensive_t_weight(p):.3f})", None),
                               ("Gaussian (a = 0)", 0.0)):
             runs = [logistic_run(x, y, weight, seed) for seed in LOGISTIC_SEEDS]
-            row = {"dataset": name, "n": int(x.shape[0]), "p": p, "reference": label, "runs": runs}
-            for key in ("accept", "evals_per_step", "min_ess_per_draw", "evals_per_effective_draw"):
-                row[key] = _mean_se([r[key] for r in runs])
+            row = logistic_row(runs, dataset=name, n=int(x.shape[0]), p=p, reference=label)
             logistic.append(row)
             print(f"{name} {label}: {row['evals_per_effective_draw']}", file=sys.stderr)
     results = HERE / "results"

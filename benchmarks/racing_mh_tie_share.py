@@ -29,7 +29,7 @@ def main() -> None:
     import jax.numpy as jnp
 
     from experiments import peers as P
-    from racing_mh_defensive_reference import _mean_se, logistic_run, logistic_table
+    from racing_mh_defensive_reference import logistic_row, logistic_run, logistic_table
 
     rows = []
     for name, n in DATASETS:
@@ -37,9 +37,7 @@ def main() -> None:
         x, y = jnp.asarray(ds.x), jnp.asarray(ds.y)
         for share in SHARES:
             runs = [logistic_run(x, y, None, seed, tie_share=share) for seed in SEEDS]
-            row = {"dataset": name, "n": int(x.shape[0]), "p": int(x.shape[1]) + 1, "tie_share": share, "runs": runs}
-            for key in ("accept", "evals_per_step", "min_ess_per_draw", "evals_per_effective_draw"):
-                row[key] = _mean_se([r[key] for r in runs])
+            row = logistic_row(runs, dataset=name, n=int(x.shape[0]), p=int(x.shape[1]) + 1, tie_share=share)
             rows.append(row)
             print(f"{name} tie_share={share}: {row['evals_per_step']}", file=sys.stderr)
     results = HERE / "results"

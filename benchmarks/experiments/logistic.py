@@ -389,7 +389,8 @@ def compare_to_reference(theta: np.ndarray, reference: dict) -> dict:
     For a correct sampler each ``z`` is roughly ``|N(0, 1)|``: with p = 11 parameters
     the largest exceeds 2 with probability about 0.4, so also reported are the number of
     parameters with ``z > 2`` and the chi-square statistic ``sum_j z_j^2`` (~ chi2_p) with
-    its p-value.
+    its p-value.  The method's own means, sds and MCSEs come back too (``method_*``), so that
+    its draws can be scored against another reference later.
 
     Args:
         theta: ``[S, p]`` or ``[C, S, p]`` draws of the method.
@@ -410,6 +411,8 @@ def compare_to_reference(theta: np.ndarray, reference: dict) -> dict:
         "max_abs_mean_error_in_sd": float(np.max(np.abs(mine["mean"] - reference["mean"]) / reference["sd"])),
         "sd_ratio_min": float(np.min(mine["sd"] / reference["sd"])),
         "sd_ratio_max": float(np.max(mine["sd"] / reference["sd"])),
+        "method_mean": mine["mean"].tolist(), "method_mcse_mean": mine["mcse_mean"].tolist(),
+        "method_sd": mine["sd"].tolist(), "method_mcse_sd": mine["mcse_sd"].tolist(),
     }
 
 
