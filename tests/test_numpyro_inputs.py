@@ -492,6 +492,38 @@ def test_data_of_different_lengths_are_named_before_sampling():
             MCMC(kernel, num_warmup=5, num_samples=5, progress_bar=False).run(jax.random.PRNGKey(0), x, y)
 
 
+def test_column_vector_observations_are_named_with_their_shapes():
+    """``y`` of shape (N, 1) against a distribution of batch shape (N,): its log-density broadcasts to
+    (N, N) and each datum's term sums over all of them.  The kernels say so, with the shapes and the fix
+    (``y.ravel()``), instead of blaming whole-data statistics in the model; ``y.ravel()`` then runs."""
+    x, y = X64[:, 0], Y64
+    for kernel in (RacingMH(_nan_model), RacingGibbs(_nan_model, inner_kernel=RacingMH(_nan_model))):
+        with pytest.raises(ValueError, match=r"observed site 'y'.*shape \(\d+, 1\).*batch shape \(\d+,\).*y\.ravel\(\)"):
+            MCMC(kernel, num_warmup=5, num_samples=5, progress_bar=False).run(jax.random.PRNGKey(0), x, y[:, None])
+    mcmc = MCMC(RacingMH(_nan_model), num_warmup=5, num_samples=5, progress_bar=False)
+    mcmc.run(jax.random.PRNGKey(0), x, y[:, None].ravel())
+    assert np.all(np.isfinite(mcmc.get_samples()["a"]))
+
+
+def test_options_that_would_fail_late_are_refused_when_the_kernel_is_built():
+    """A race whose bound needs the rewards' range (``ebs``, ``lil_ucb``) without ``reward_range`` failed
+    only inside ``run`` (RacingGibbs and ModelSelection take no range at all); a non-bool flag such as
+    ``exact_when_cheaper="no"`` read as true.  Both are refused at construction, naming the option."""
+    for method in ("ebs", "lil_ucb"):
+        with pytest.raises(ValueError, match=rf"method='{method}' needs the range.*RacingMH\(\.\.\., method='{method}', "
+                                             r"reward_range=C\)"):
+            RacingMH(_nan_model, method=method)
+        RacingMH(_nan_model, method=method, reward_range=1.0)  # with a range it is built
+        for build in (lambda: RacingGibbs(_nan_model, method=method),
+                      lambda: ModelSelection([_nan_model, _nan_model], method=method)):
+            with pytest.raises(ValueError, match=rf"method='{method}' needs the range.*takes no reward_range"):
+                build()
+    for flag in ("exact_when_cheaper", "adapt_step_size"):
+        with pytest.raises(TypeError, match=rf"{flag} must be True or False, got 'no'"):
+            RacingMH(_nan_model, **{flag: "no"})
+        RacingMH(_nan_model, **{flag: np.bool_(False)})
+
+
 def test_compiled_programs_take_the_data_as_arguments_not_constants():
     """``jit_with_data`` passes the array leaves of the model's arguments to the compiled
     program (a closure would embed them as constants: seconds of tracing and compilation

@@ -25,12 +25,13 @@ from numpyro.infer.gibbs import conditioned, with_conditioning
 from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import is_prng_key
 
-from ..racing import METHODS, sample_discrete
+from ..racing import sample_discrete
 from ..racing.race import _run_at_most_once
 from ..racing.discrete import check_tie_share
 from .control import DataSpaceControlVariate
 from .mh import RacingMH
-from .model import InitOnceKernel, ModelSubsampler, check_delta, check_init_params, check_model, full_data_model
+from .model import (InitOnceKernel, ModelSubsampler, check_delta, check_init_params, check_method, check_model,
+                    full_data_model)
 
 __all__ = ["RacingGibbs", "RacingGibbsState"]
 
@@ -100,8 +101,7 @@ class RacingGibbs(InitOnceKernel):
         if control_variate is not None and not isinstance(control_variate, DataSpaceControlVariate):
             raise TypeError("control_variate must be a DataSpaceControlVariate or None")
         self.control_variate = control_variate
-        if method not in METHODS:
-            raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+        check_method(method, "RacingGibbs")
         check_model(model)
         delta = check_delta(delta)
         if inner_kernel is not None and (isinstance(inner_kernel, type) or not isinstance(inner_kernel, MCMCKernel)):

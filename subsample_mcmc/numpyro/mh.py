@@ -63,12 +63,11 @@ from ..kernels.laplace import adam_ascent, adam_schedule, inverse_mass, last_fin
 from ..kernels.proposals import (K_HAT_MAX, crank_nicolson, defensive_t_weight, either, get_proposal,
                                  preconditioner, reference_k_hat)
 from ..kernels.proxy import TaylorProxy, proxy_residual, proxy_sum, residual_spread, taylor_proxy
-from ..racing import METHODS
 from ..racing.race import _run_at_most_once
 from ..racing.discrete import check_tie_share
 from .control import DataSpaceControlVariate
-from .model import (InitOnceKernel, ModelSubsampler, PlateIndices, check_delta, check_init_params, check_model,
-                    jit_with_data, split_data)
+from .model import (InitOnceKernel, ModelSubsampler, PlateIndices, check_bool, check_delta, check_init_params,
+                    check_method, check_model, jit_with_data, split_data)
 
 __all__ = ["RacingMH", "RacingMHState"]
 
@@ -384,8 +383,7 @@ class RacingMH(InitOnceKernel):
             raise TypeError(f"dense_mass must be None (automatic), True or False, got {dense_mass!r}")
         if adapt_mass_matrix is not None and not isinstance(adapt_mass_matrix, (bool, np.bool_)):
             raise TypeError(f"adapt_mass_matrix must be None (automatic), True or False, got {adapt_mass_matrix!r}")
-        if method not in METHODS:
-            raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+        check_method(method, "RacingMH", reward_range=reward_range)
         check_model(model)
         delta = check_delta(delta)
         if control_variate not in (None, "taylor") and not isinstance(control_variate, DataSpaceControlVariate):
@@ -417,7 +415,7 @@ class RacingMH(InitOnceKernel):
         if self._automatic_proposal:
             self.proposal = "automatic"
         self._step_size = step_size
-        self.adapt_step_size = adapt_step_size
+        self.adapt_step_size = check_bool(adapt_step_size, "adapt_step_size")
         self.adapt_mass_matrix = adapt_mass_matrix
         self.race_options = dict(method=method, delta=float(delta), first_batch=int(first_batch),
                                  variance=variance, tie_share=float(tie_share))
@@ -430,7 +428,7 @@ class RacingMH(InitOnceKernel):
         self.control_variate = control_variate
         self.newton_steps = int(newton_steps)
         self.num_restarts = int(num_restarts)
-        self.exact_when_cheaper = bool(exact_when_cheaper)
+        self.exact_when_cheaper = check_bool(exact_when_cheaper, "exact_when_cheaper")
         self.dense_mass = dense_mass
         self.taylor_order = None if taylor_order is None else int(taylor_order)
         self._order: Optional[int] = self.taylor_order  # the order used (None: not chosen yet)

@@ -86,6 +86,8 @@ from numpyro.infer.gibbs import GIBBS_SITES_KWARG
 from numpyro.infer.mcmc import MCMCKernel
 from numpyro.primitives import Messenger
 
+from ..racing import METHODS, METHODS_NEEDING_RANGE
+
 try:  # where numpyro.infer.gibbs.conditioned puts the user's model
     from numpyro.infer.gibbs import _conditioned_model
 except ImportError:  # pragma: no cover - other NumPyro versions
@@ -137,6 +139,32 @@ def check_delta(delta) -> float:
     if not (0.0 < float(delta) < 0.5):
         raise ValueError(f"delta must lie in (0, 0.5), got {delta}; e.g. delta=0.05")
     return float(delta)
+
+
+def check_method(method, kernel: str, reward_range=None) -> str:
+    """``method`` if it names a race (:data:`~subsample_mcmc.racing.METHODS`) that ``kernel`` can run, else a
+    ``ValueError`` naming it and the fix.  A bound that needs the rewards' range (``"ebs"``) needs
+    ``reward_range`` here: the kernels' rewards carry a control variate, so the race cannot take the range from
+    an array of them."""
+    if not isinstance(method, str) or method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if method in METHODS_NEEDING_RANGE and reward_range is None:
+        fix = (f"pass {kernel}(..., method={method!r}, reward_range=C) with C bounding the spread of every "
+               "per-datum reward the races see (the log-likelihood differences l_i(theta') - l_i(theta) less "
+               "the Taylor proxy's, over the states the chain visits), or "
+               if kernel == "RacingMH" else f"{kernel} takes no reward_range; ")
+        raise ValueError(f"method={method!r} needs the range C of each per-datum reward (its confidence width "
+                         f"uses it): {fix}use method='normal' (the default) or 'normal_union', which estimate the "
+                         "spread from the data read")
+    return method
+
+
+def check_bool(value, name: str) -> bool:
+    """``value`` as a bool if it is one (Python or NumPy), else a ``TypeError`` naming ``name``: a string such as
+    ``"no"`` would read as true."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
 
 
 def check_model(model, name: str = "model"):
@@ -656,6 +684,16 @@ class ModelSubsampler:
                     f"be evaluated on {m} of the N={n} points of the data plate {self.plate!r} "
                     f"({type(e).__name__}: {_first_line(e)}). {self._hint()}"
                 ) from e
+            batch = tuple(site["fn"].batch_shape)
+            if len(jnp.shape(lp)) > len(batch):
+                raise ValueError(
+                    f"observed site {name!r}: its observed value has shape {jnp.shape(site['value'])} but its "
+                    f"distribution has batch shape {batch} and event shape {tuple(site['fn'].event_shape)}, so "
+                    f"its log-density broadcasts to {jnp.shape(lp)} and mixes the data points (evaluated on {m} "
+                    f"of the N={n} points of the data plate {self.plate!r}). Pass the observations with the "
+                    "distribution's shape: a column vector y of shape (N, 1) as y.ravel() (or y[:, 0]), or "
+                    "give the distribution the same trailing dimension."
+                )
             check_shape("log-density", jnp.shape(lp), dim)
             lls[name] = self._per_datum(site, m)
         det = {k: s["value"] for k, s in tr.items() if s["type"] == "deterministic"}

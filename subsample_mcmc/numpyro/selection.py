@@ -29,10 +29,10 @@ from ..kernels.product_space import (
 )
 from ..kernels.laplace import log_density_sum
 from ..kernels.proxy import proxy_residual
-from ..racing import METHODS, ArmControlVariates, sample_discrete, sample_discrete_exact
+from ..racing import ArmControlVariates, sample_discrete, sample_discrete_exact
 from .control import LinearFeatureControlVariate
 from .mh import RacingMH
-from .model import InitOnceKernel, check_delta, full_data_model, jit_with_data
+from .model import InitOnceKernel, check_delta, check_method, full_data_model, jit_with_data
 
 __all__ = ["ModelSelection", "ModelSelectionState", "ModelPosterior", "model_posterior", "conditional_samples"]
 
@@ -232,8 +232,7 @@ class ModelSelection(InitOnceKernel):
         if prior.shape != (k,) or not np.all(prior > 0) or not np.all(np.isfinite(prior)):
             raise ValueError(f"prior must hold {k} positive probabilities (one per model), got {prior}")
         self.prior = prior / prior.sum()
-        if method not in METHODS:
-            raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+        check_method(method, "ModelSelection")
         delta = check_delta(delta)
         self.race_options = dict(method=method, delta=float(delta), first_batch=int(first_batch),
                                  variance=variance)

@@ -6,7 +6,7 @@ streams, data-space control variates and Gumbel-max discrete sampling (Chen &
 Ghahramani 2016).
 """
 
-from .api import METHODS, VARIANCES, best_arm
+from .api import METHODS, METHODS_NEEDING_RANGE, VARIANCES, best_arm
 from .bounds import (
     ConfidenceBound,
     EBSBound,
@@ -29,7 +29,7 @@ from .unequal import run_race_unequal, unequal_num_stages, unequal_schedule
 
 __all__ = [
     # entry points
-    "best_arm", "sample_discrete", "sample_discrete_exact", "METHODS", "VARIANCES", "RaceResult", "DiscreteSample",
+    "best_arm", "sample_discrete", "sample_discrete_exact", "METHODS", "METHODS_NEEDING_RANGE", "VARIANCES", "RaceResult", "DiscreteSample",
     # bounds
     "ConfidenceBound", "NormalBound", "NormalUnionBound", "EBSBound", "LilUCBBound", "ExactBound",
     "b_normal", "b_normal_union", "passage_probability", "clopper_pearson",

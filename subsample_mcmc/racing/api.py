@@ -28,7 +28,7 @@ from .race import VARIANCES, RaceResult, run_race
 from .unequal import FIRST_BATCH as UNEQUAL_FIRST_BATCH
 from .unequal import run_race_unequal, unequal_num_stages
 
-__all__ = ["best_arm", "METHODS", "VARIANCES"]
+__all__ = ["best_arm", "METHODS", "METHODS_NEEDING_RANGE", "VARIANCES"]
 
 #: the ``method=`` strings of :func:`best_arm` (the package's one list of methods)
 METHODS = ("normal", "normal_union", "ebs", "lil_ucb", "exact")
@@ -66,6 +66,12 @@ def _resolve_bound(method, *, normal_event: str, heavy_tail_guard: bool,
     if method == "lil_ucb":
         return LilUCBBound(setting=lil_ucb_setting)
     return ExactBound()
+
+
+#: the ``method=`` strings whose bound needs the reward ranges ``C_i`` (``reward_range``) when the rewards are a
+#: function or carry a control variate (as in the NumPyro kernels)
+METHODS_NEEDING_RANGE = tuple(m for m in METHODS if _resolve_bound(m, normal_event="one_sided", heavy_tail_guard=True,
+                                                                   lil_ucb_setting="heuristic").needs_range)
 
 
 def _is_tracer(x) -> bool:
