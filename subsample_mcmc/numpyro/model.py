@@ -143,9 +143,10 @@ def check_delta(delta) -> float:
 
 def check_method(method, kernel: str, reward_range=None) -> str:
     """``method`` if it names a race (:data:`~subsample_mcmc.racing.METHODS`) that ``kernel`` can run, else a
-    ``ValueError`` naming it and the fix.  A bound that needs the rewards' range (``"ebs"``) needs
-    ``reward_range`` here: the kernels' rewards carry a control variate, so the race cannot take the range from
-    an array of them."""
+    ``ValueError`` naming it and the fix.  A bound that needs the rewards' range
+    (:data:`~subsample_mcmc.racing.METHODS_NEEDING_RANGE`: ``"ebs"``, ``"lil_ucb"``) needs ``reward_range`` here:
+    the kernels' rewards are computed on the fly and carry a control variate, so the race cannot take the range
+    from an array of them (refused when the kernel is built, not inside ``run``)."""
     if not isinstance(method, str) or method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     if method in METHODS_NEEDING_RANGE and reward_range is None:

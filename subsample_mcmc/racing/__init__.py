@@ -29,7 +29,8 @@ from .unequal import run_race_unequal, unequal_num_stages, unequal_schedule
 
 __all__ = [
     # entry points
-    "best_arm", "sample_discrete", "sample_discrete_exact", "METHODS", "METHODS_NEEDING_RANGE", "VARIANCES", "RaceResult", "DiscreteSample",
+    "best_arm", "sample_discrete", "sample_discrete_exact", "METHODS", "METHODS_NEEDING_RANGE", "VARIANCES",
+    "RaceResult", "DiscreteSample",
     # bounds
     "ConfidenceBound", "NormalBound", "NormalUnionBound", "EBSBound", "LilUCBBound", "ExactBound",
     "b_normal", "b_normal_union", "passage_probability", "clopper_pearson",
