@@ -10,9 +10,11 @@ cached in ``results/peers_reference_synthetic50_importance.npz``), reports how f
 mode is from it, and scores RacingMH's defaults and variants over seeds against both.
 
 Each run is ``peers_real_data.py``'s worker for the sampler (its draws for ``synthetic50``:
-2000 warmup, 10000 samples, 20000 steady; both stretches scored), seeds 100, 200, 300.
+2000 warmup, 10000 samples, 20000 steady; both stretches scored), seeds 100, 200, 300 (100 is the
+peers script's seed for ``racing``); the committed result adds six seeds of the default:
 
     python benchmarks/racing_mh_d50_reference.py   # -> results/racing_mh_d50_reference.{json,md}
+    python benchmarks/racing_mh_d50_reference.py --samplers racing --seeds 400 500 600 700 800 900 --append
 """
 
 from __future__ import annotations
@@ -152,7 +154,10 @@ def main(argv=None) -> None:
             se = np.sqrt(np.sum(np.square([o["method_mcse_mean"] for o in ok]), 0)) / len(ok)
             pooled[s] = {"runs": len(ok), **scores({"method_mean": m, "method_mcse_mean": se,
                                                     "method_sd": np.mean([o["method_sd"] for o in ok], 0)}, ref)}
+    command = " ".join(["python", "benchmarks/racing_mh_d50_reference.py", *(sys.argv[1:] if argv is None else argv)])
+    commands = (previous.get("commands", []) if (args.append or args.rescore) else []) + ([] if args.rescore else [command])
     payload = {"n": N, "dataset": NAME, "data_seed": DATA_SEED, "seeds": args.seeds, "reference": reference_summary,
+               "commands": commands,
                "rows": rows, "pooled_vs_importance": pooled,
                "seconds": previous["seconds"] if args.rescore else time.perf_counter() - t0
                + (previous["seconds"] if args.append else 0.0),
@@ -168,6 +173,7 @@ def markdown(payload: dict) -> str:
     r = payload["reference"]
     lines = ["# RacingMH's means on the d = 50 design against an exact reference "
              "(benchmarks/racing_mh_d50_reference.py)", "",
+             "Runs: " + "; ".join(f"`{c}`" for c in payload.get("commands", [])) + ".", "",
              f"`synthetic50`, N = {payload['n']:,}, p = 51.  Reference: self-normalised importance sampling from the "
              f"Laplace approximation with full-data float64 weights, {r['num_draws']:,} draws in antithetic pairs "
              f"(weights' ESS {r['weights_ess']:,.0f}); its largest MCSE is {r['max_mcse_mean_in_sd']:.4f} posterior sd for a "
