@@ -109,12 +109,21 @@ def flatten_samples(samples: dict) -> np.ndarray:
 
 
 # -- posterior mode and Laplace approximation -------------------------------------------
+def log_likelihood(theta, x, y):
+    """Log-likelihood of ``theta = (w, b)`` summed over the rows of ``x``, ``y`` (labels 0/1)."""
+    d = x.shape[1]
+    return jnp.sum(jax.nn.log_sigmoid((2.0 * y - 1.0) * (x @ theta[:d] + theta[d])))
+
+
+def log_prior(theta):
+    """Log density (up to a constant) of :func:`logistic_model`'s priors at ``theta = (w, b)``."""
+    w, b = theta[:-1], theta[-1]
+    return -0.5 * jnp.sum((w / PRIOR_W_SCALE) ** 2) - 0.5 * (b / PRIOR_B_SCALE) ** 2
+
+
 def log_posterior(theta, x, y):
     """Full-data log posterior of ``theta = (w, b)`` (the priors of :func:`logistic_model`)."""
-    d = x.shape[1]
-    w, b = theta[:d], theta[d]
-    loglik = jnp.sum(jax.nn.log_sigmoid((2.0 * y - 1.0) * (x @ w + b)))
-    return loglik - 0.5 * jnp.sum((w / PRIOR_W_SCALE) ** 2) - 0.5 * (b / PRIOR_B_SCALE) ** 2
+    return log_likelihood(theta, x, y) + log_prior(theta)
 
 
 def map_estimate(x, y, steps: int = 20) -> dict:
