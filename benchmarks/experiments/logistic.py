@@ -42,6 +42,7 @@ from subsample_mcmc.kernels.laplace import fit_laplace, laplace_approximation
 __all__ = [
     "LogisticData", "simulate", "logistic_model", "logistic_model_ecs", "PRIOR_W_SCALE",
     "PRIOR_B_SCALE", "param_names", "flatten_samples", "map_estimate", "laplace_summary", "log_posterior",
+    "log_likelihood", "log_prior",
     "SAMPLERS", "make_kernel", "model_for", "extra_fields_for", "model_args_for", "timed_run",
     "TimedRun", "steady_state_run", "mean_sd_mcse", "notebook_config", "compare_means",
     "figure_mean_comparison", "figure_cost_vs_n", "benchmark_points", "figure_autocorr",
