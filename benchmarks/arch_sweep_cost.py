@@ -13,11 +13,16 @@ formulations of the ARCH(q) likelihood are measured, each racing against its own
 * ``column slice``: ``alpha_0 + rows[:, 1:q + 1] @ alpha``, the form before; XLA copies each order's
   lag columns out of the gathered rows before the product.
 
+``--race-configs G:M,...`` adds one racing sampler per pair, timed in the same rounds: chunks of the race
+loop growing by ``G`` per phase (``racing.race._phases``; the shipped race uses 16) and ``first_batch = M``
+(shipped: 50).  The growth changes only how the doubling schedule's points are read (how many ``while_loop``
+trips and traced phases), not the race's decisions; ``M`` changes the schedule itself.
+
 ``--race-from REV`` adds a third sampler, racing with ``subsample_mcmc/racing/race.py`` as it was at git
 revision ``REV`` (the rest of the package as checked out), timed in the same rounds: a paired measure of a
 change to the race loop on this machine's drifting clock.
 
-Writes ``benchmarks/results/arch_sweep_cost.{json,md}``.
+Writes ``benchmarks/results/arch_sweep_cost.{json,md}`` (``--out`` names another stem).
 """
 
 from __future__ import annotations
@@ -29,10 +34,12 @@ import gc
 import importlib.util
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
 import time
+from typing import Optional
 
 import jax
 import jax.numpy as jnp
@@ -80,6 +87,20 @@ def race_module_at(rev: str):
 
 
 @contextlib.contextmanager
+def race_growth(growth: Optional[int]):
+    """Races traced inside the block read their points in chunks growing by ``growth`` per phase."""
+    import subsample_mcmc.racing.race as race
+
+    kept = race._phases
+    if growth is not None:
+        race._phases = lambda n, m, block, growth_=16: kept(n, m, block, growth)
+    try:
+        yield
+    finally:
+        race._phases = kept
+
+
+@contextlib.contextmanager
 def race_loop(module):
     """Races of ``best_arm`` (model races and MH races) run ``module.run_race`` inside the block."""
     import subsample_mcmc.racing.api as api
@@ -93,15 +114,19 @@ def race_loop(module):
         api.run_race = kept
 
 
-def compiled_sweeps(models, y, orders, pseudopriors, method: str, args, module=None):
+def compiled_sweeps(models, y, orders, pseudopriors, method: str, args, module=None, config=None):
     """``(loop, state, evaluations per sweep / N)``: ``ModelSelection(models, method=method)`` run
     ``args.warmup + args.samples`` sweeps in NumPyro's ``MCMC`` (checks off), then ``loop(state, y)``,
     ``args.sweeps`` sweeps from its last state, compiled ahead of time (the executable outlives the
-    clearing of JAX's caches here).  ``module``: a ``race.py`` whose ``run_race`` the races use."""
+    clearing of JAX's caches here).  ``module``: a ``race.py`` whose ``run_race`` the races use;
+    ``config``: ``(growth, first_batch)`` of the races (None: as shipped)."""
     cv = arch_control_variates(y, orders) if method != "exact" else None
-    kernel = ModelSelection(models, method=method, pseudoprior=pseudopriors, control_variate=cv, check_decisions=0)
+    growth, first = config if config is not None else (None, None)
+    options = {} if first is None else {"first_batch": first}
+    kernel = ModelSelection(models, method=method, pseudoprior=pseudopriors, control_variate=cv, check_decisions=0,
+                            **options)
     mcmc = MCMC(kernel, num_warmup=args.warmup, num_samples=args.samples, progress_bar=False)
-    with race_loop(module):
+    with race_loop(module), race_growth(growth):
         mcmc.run(jax.random.PRNGKey(args.seed), y, extra_fields=("num_likelihood_evals",))
         evals = np.asarray(mcmc.get_extra_fields()["num_likelihood_evals"], np.float64)
         last_state = mcmc.last_state
@@ -117,11 +142,16 @@ def compiled_sweeps(models, y, orders, pseudopriors, method: str, args, module=N
 
 def time_pair(models, y, orders, pseudopriors, args, old_race=None) -> dict:
     loops, out = {}, {}
-    samplers = [("racing", "normal", None), ("exact", "exact", None)]
+    samplers = [("racing", "normal", None, None), ("exact", "exact", None, None)]
     if old_race is not None:
-        samplers.append((f"racing@{args.race_from}", "normal", old_race))
-    for name, method, module in samplers:
-        loop, last_state, evals = compiled_sweeps(models, y, orders, pseudopriors, method, args, module)
+        samplers.append((f"racing@{args.race_from}", "normal", old_race, None))
+    for growth, first in args.race_configs:
+        samplers.append((f"racing growth {growth}, first_batch {first}", "normal", None, (growth, first)))
+    for name, method, module, config in samplers:
+        t0 = time.perf_counter()
+        loop, last_state, evals = compiled_sweeps(models, y, orders, pseudopriors, method, args, module, config)
+        print(f"{name}: {args.warmup + args.samples} sweeps and compiling in {time.perf_counter() - t0:.0f} s",
+              flush=True)
         out[name] = {"evaluations_per_sweep_over_n": evals}
         loops[name] = (loop, last_state)
     times = {name: [] for name in loops}
@@ -135,6 +165,11 @@ def time_pair(models, y, orders, pseudopriors, args, old_race=None) -> dict:
         out[name]["ms_per_sweep_min"] = float(np.min(times[name]))
         out[name]["ms_per_sweep_all"] = [round(t, 4) for t in times[name]]
     out["exact_over_racing_time_per_sweep"] = out["exact"]["ms_per_sweep"] / out["racing"]["ms_per_sweep"]
+    for name in loops:  # paired per round against the shipped racing sampler
+        if name.startswith("racing growth"):
+            ratios = np.asarray(times[name]) / np.asarray(times["racing"])
+            out[name]["over_racing_paired"] = {"mean": float(np.mean(ratios)),
+                                               "stderr": float(np.std(ratios, ddof=1) / np.sqrt(len(ratios)))}
     if old_race is not None:
         out["racing_over_racing_at_rev"] = out["racing"]["ms_per_sweep"] / out[f"racing@{args.race_from}"]["ms_per_sweep"]
         # paired per round: the two racing programs ran back to back in each round
@@ -170,11 +205,29 @@ def data_and_pseudopriors(data: str, orders, warmup: int):
     return y, pseudopriors
 
 
+def race_configs(text: str) -> list[tuple[int, int]]:
+    """``"4:50,16:200"`` -> ``[(4, 50), (16, 200)]`` (growth per phase >= 2, first batch >= 1)."""
+    out = []
+    for item in filter(None, (t.strip() for t in text.split(","))):
+        try:
+            growth, first = (int(v) for v in item.split(":"))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"--race-configs: {item!r} is not G:M (two integers)") from None
+        if growth < 2 or first < 1:
+            raise argparse.ArgumentTypeError(f"--race-configs: {item!r} needs growth G >= 2 and first batch M >= 1")
+        out.append((growth, first))
+    return out
+
+
 def main() -> None:
     ap = sweep_arguments(argparse.ArgumentParser(description=__doc__,
                                                  formatter_class=argparse.RawDescriptionHelpFormatter))
     ap.add_argument("--race-from", default=None, metavar="REV",
                     help="also time racing with the race loop of git revision REV (e.g. HEAD~1)")
+    ap.add_argument("--race-configs", default="", type=race_configs, metavar="G:M,...",
+                    help="also time racing with chunks growing by G per phase and first_batch M (e.g. 4:50,16:200)")
+    ap.add_argument("--out", default="arch_sweep_cost",
+                    help="results file stem in benchmarks/results (default arch_sweep_cost: .json and .md)")
     ap.add_argument("--variants", default="models.arch,column slice",
                     help="comma-separated likelihood forms to time (models.arch, column slice)")
     args = ap.parse_args()
@@ -196,10 +249,10 @@ def main() -> None:
         result["variants"][label] = time_pair(models, y, orders, pseudopriors, args, old_race)
         print(label, json.dumps(result["variants"][label]), flush=True)
     os.makedirs(RESULTS, exist_ok=True)
-    with open(os.path.join(RESULTS, "arch_sweep_cost.json"), "w") as f:
+    with open(os.path.join(RESULTS, f"{args.out}.json"), "w") as f:
         json.dump(result, f, indent=1)
     lines = [f"# Steady ms per sweep, racing vs exact ModelSelection ({args.data}, N = {y.shape[0]:,}, orders "
-             f"{list(orders)})", "", "`python benchmarks/arch_sweep_cost.py` (median of "
+             f"{list(orders)})", "", f"`python {shlex.join(sys.argv)}` (median of "
              f"{args.repeats} rounds of {args.sweeps} sweeps, samplers timed in turn)", "",
              "| likelihood form | racing ms/sweep | exact ms/sweep | exact / racing | racing evals/sweep / N | "
              "exact evals/sweep / N |", "|---|---|---|---|---|---|"]
@@ -215,7 +268,17 @@ def main() -> None:
             pr = v["racing_over_racing_at_rev_paired"]
             lines.append(f"| {label} | {v['racing']['ms_per_sweep']:.3f} | "
                          f"{v[f'racing@{args.race_from}']['ms_per_sweep']:.3f} | {pr['mean']:.3f} +- {pr['stderr']:.3f} |")
-    with open(os.path.join(RESULTS, "arch_sweep_cost.md"), "w") as f:
+    if args.race_configs:
+        lines += ["", "Race configurations (same rounds; the shipped race reads chunks growing 16x per phase, "
+                  "first_batch 50):", "", "| likelihood form | configuration | ms/sweep | evals/sweep / N | "
+                  "over shipped racing, paired mean +- s.e. |", "|---|---|---|---|---|"]
+        for label, v in result["variants"].items():
+            for name, row in v.items():
+                if name.startswith("racing growth"):
+                    pr = row["over_racing_paired"]
+                    lines.append(f"| {label} | {name[len('racing '):]} | {row['ms_per_sweep']:.2f} | "
+                                 f"{row['evaluations_per_sweep_over_n']:.2f} | {pr['mean']:.3f} +- {pr['stderr']:.3f} |")
+    with open(os.path.join(RESULTS, f"{args.out}.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
 
