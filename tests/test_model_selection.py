@@ -65,6 +65,14 @@ def test_closed_form_model_probabilities_within_three_standard_errors():
     assert evals.mean() < 0.1 * len(DEGREES) * n  # the exact sweep computes K N plus an MH step
     # the parameters given the model: the conjugate posterior mean of degree 3
     draws = conditional_samples(mcmc, "degree3")["beta"]
+    # an index, negative ones counting from the end as in Python, gives the same draws; a name or
+    # an index that is not a model is refused with the models' names
+    np.testing.assert_array_equal(conditional_samples(mcmc, -1)["beta"], draws)
+    np.testing.assert_array_equal(conditional_samples(mcmc, np.int64(2))["beta"], draws)
+    for bad in ("degree4", 3, -4, 1.0, True):
+        with pytest.raises(ValueError, match=r"model must be one of the models' names \['degree1', 'degree2', "
+                                             r"'degree3'\] or an index"):
+            conditional_samples(mcmc, bad)
     phi = pm.features(x, 3)
     a = phi.T @ phi + np.eye(4)
     mean = np.linalg.solve(a, phi.T @ y)
@@ -248,6 +256,24 @@ def test_bad_inputs_name_the_argument():
         init(ModelSelection([a, discrete]))
     with pytest.raises(ValueError, match="model 'holdout'.*the models before 'holdout' have a data plate of N=400"):
         init(ModelSelection([a, holdout]))
+
+    def local(x, y):  # a local latent variable, on a data plate of the same size as a's
+        m = numpyro.sample("m", dist.Normal(0, 1))
+        with numpyro.plate("data", x.shape[0]):
+            z = numpyro.sample("z", dist.Normal(m, 1))
+            numpyro.sample("obs", dist.Normal(z, 1), obs=x)
+
+    with pytest.raises(ValueError, match="model 'local'") as info:
+        init(ModelSelection([a, local]))
+    assert "same data plate" not in str(info.value)  # the plates agree: no hint about their sizes
+
+    def takes_w(x, w, y=None):  # called with (x, y), y binds to w and nothing is observed
+        m = numpyro.sample("m", dist.Normal(0, 1))
+        with numpyro.plate("data", x.shape[0]):
+            numpyro.sample("obs", dist.Normal(m + w, 1), obs=y)
+
+    with pytest.raises(ValueError, match="model 'takes_w'.*no observed sample site.*same data arguments"):
+        ModelSelection([a, takes_w]).init(jax.random.PRNGKey(0), 5, None, (x400, x400), {})
     for name in ("", "a.1", "model"):
         with pytest.raises(ValueError, match="models: the name .* use '_' instead"):
             ModelSelection({name: a, "b": b})

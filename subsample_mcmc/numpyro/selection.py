@@ -11,6 +11,7 @@ control variate), Wang-Landau tuning the model prior during warmup (App. C.2).
 
 from __future__ import annotations
 
+import re
 import warnings
 from typing import NamedTuple, Optional, Sequence, Union
 
@@ -307,9 +308,12 @@ class ModelSelection(InitOnceKernel):
                         f"model {name!r}: {text.split(':')[0]}; ModelSelection moves each model's parameters by "
                         "RacingMH (continuous sites only): marginalise the discrete site out of the model (e.g. a "
                         "mixture distribution), or make each of its values a candidate model of its own") from e
-                if sizes:
+                if sizes and any(int(v) != sizes[0] for v in re.findall(r"\bN=(\d+)", text)):
                     text += (f" (ModelSelection reads the same data points for every model: the models before "
                              f"{name!r} have a data plate of N={sizes[0]}; give every model the same data plate)")
+                if "no observed sample site" in text:
+                    text += ("; ModelSelection calls every candidate model with the same data arguments (those "
+                             "given to MCMC.run): check that this model's signature takes them as the others do")
                 raise ValueError(f"model {name!r}: {text}") from e
             sizes.append(ms.size)
             if getattr(kern, "_moving_support", None):
@@ -826,10 +830,21 @@ def model_posterior(mcmc, num_batches: Optional[int] = None) -> ModelPosterior:
 
 
 def conditional_samples(mcmc, model) -> dict:
-    """Draws of ``p(theta_k | y, k)``: the sites of ``model`` (a name or an index), without
-    the ``"<name>."`` prefix, at the draws where it was selected (chains concatenated)."""
+    """Draws of ``p(theta_k | y, k)``: the sites of ``model`` (a name, or an index into the
+    models' list; negative indices count from the end), without the ``"<name>."`` prefix, at the
+    draws where it was selected (chains concatenated)."""
     kernel = _kernel(mcmc)
-    j = kernel.names.index(model) if isinstance(model, str) else int(model)
+    k = len(kernel.names)
+    if isinstance(model, str):
+        if model not in kernel.names:
+            raise ValueError(f"model must be one of the models' names {kernel.names} or an index 0..{k - 1}, "
+                             f"got {model!r}")
+        j = kernel.names.index(model)
+    elif isinstance(model, (int, np.integer)) and not isinstance(model, (bool, np.bool_)) and -k <= model < k:
+        j = int(model) % k  # Python's negative indexing: -1 is the last model
+    else:
+        raise ValueError(f"model must be one of the models' names {kernel.names} or an index in [-{k}, {k - 1}], "
+                         f"got {model!r}")
     samples = mcmc.get_samples()
     keep = np.asarray(samples[MODEL_SITE]) == j
     prefix = f"{kernel.names[j]}{SITE_DIVIDER}"
