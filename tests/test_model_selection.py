@@ -69,6 +69,7 @@ def test_closed_form_model_probabilities_within_three_standard_errors():
     # an index that is not a model is refused with the models' names
     np.testing.assert_array_equal(conditional_samples(mcmc, -1)["beta"], draws)
     np.testing.assert_array_equal(conditional_samples(mcmc, np.int64(2))["beta"], draws)
+    np.testing.assert_array_equal(conditional_samples(mcmc, jnp.asarray(2))["beta"], draws)
     for bad in ("degree4", 3, -4, 1.0, True):
         with pytest.raises(ValueError, match=r"model must be one of the models' names \['degree1', 'degree2', "
                                              r"'degree3'\] or an index"):

@@ -11,6 +11,7 @@ control variate), Wang-Landau tuning the model prior during warmup (App. C.2).
 
 from __future__ import annotations
 
+import operator
 import re
 import warnings
 from typing import NamedTuple, Optional, Sequence, Union
@@ -840,11 +841,15 @@ def conditional_samples(mcmc, model) -> dict:
             raise ValueError(f"model must be one of the models' names {kernel.names} or an index 0..{k - 1}, "
                              f"got {model!r}")
         j = kernel.names.index(model)
-    elif isinstance(model, (int, np.integer)) and not isinstance(model, (bool, np.bool_)) and -k <= model < k:
-        j = int(model) % k  # Python's negative indexing: -1 is the last model
     else:
-        raise ValueError(f"model must be one of the models' names {kernel.names} or an index in [-{k}, {k - 1}], "
-                         f"got {model!r}")
+        try:  # ints, NumPy and JAX integer scalars; not floats or bools
+            j = None if isinstance(model, (bool, np.bool_)) else operator.index(model)
+        except TypeError:
+            j = None
+        if j is None or not -k <= j < k:
+            raise ValueError(f"model must be one of the models' names {kernel.names} or an index in [-{k}, {k - 1}], "
+                             f"got {model!r}")
+        j %= k  # Python's negative indexing: -1 is the last model
     samples = mcmc.get_samples()
     keep = np.asarray(samples[MODEL_SITE]) == j
     prefix = f"{kernel.names[j]}{SITE_DIVIDER}"
