@@ -390,7 +390,8 @@ class ModelSubsampler:
             marked for enumeration; a pandas object is passed as per-datum data; the
             model is not subsample-consistent (see the module docstring: closed-over
             data, whole-data statistics computed inside the model, a prior that depends
-            on the data).
+            on the data).  Those raised once the data plate is known carry its size N as the
+            attribute ``plate_size``.
     """
 
     def __init__(self, model, model_args=(), model_kwargs=None, data_plate: Optional[str] = None):
@@ -442,51 +443,55 @@ class ModelSubsampler:
         self.plate = data_plate
         size, sub = plates[data_plate]["args"]
         self.size = int(size)
-        self.subsample_style = sub is not None and sub != size
-        self.data_sites = tuple(observed_in[data_plate])
+        try:  # an error from here on names the plate's size to a caller comparing several models' plates
+            self.subsample_style = sub is not None and sub != size
+            self.data_sites = tuple(observed_in[data_plate])
 
-        def in_plate(site):
-            return any(f.name == data_plate for f in site["cond_indep_stack"])
+            def in_plate(site):
+                return any(f.name == data_plate for f in site["cond_indep_stack"])
 
-        latent = {n: s for n, s in proto.items() if s["type"] == "sample" and not s["is_observed"]}
-        enumerated = [n for n, s in latent.items() if (s.get("infer") or {}).get("enumerate")]
-        if enumerated:
-            where = "inside" if any(in_plate(latent[n]) for n in enumerated) else "outside"
-            raise ValueError(
-                f"sites {enumerated} ({where} the data plate {data_plate!r}) are marked "
-                "infer={'enumerate': 'parallel'}: RacingMH and RacingGibbs do not enumerate discrete "
-                "sites, and a subsampled likelihood would be evaluated at one random assignment "
-                "instead of being marginalised. Marginalise them by hand, e.g. for a mixture "
-                "numpyro.sample('y', dist.MixtureSameFamily(dist.Categorical(probs=w), "
-                "dist.Normal(loc, scale)), obs=y), or use NumPyro's NUTS/HMC (which enumerate "
-                "them) or DiscreteHMCGibbs on all the data. A global discrete site (outside the "
-                "data plate) can instead be drawn by RacingGibbs: remove its 'enumerate' annotation."
-            )
-        local = [n for n, s in latent.items() if in_plate(s)]
-        if local:
-            raise ValueError(
-                f"latent sites {local} are sampled inside the data plate {data_plate!r} (local "
-                "latent variables, one per datum): the racing kernels subsample the data plate and "
-                "cannot update them. Marginalise them out in the model (a discrete assignment e.g. "
-                "with dist.MixtureSameFamily), move them out of the plate, or use NumPyro's NUTS "
-                "(with infer={'enumerate': 'parallel'} for discrete sites) or DiscreteHMCGibbs on "
-                "all the data."
-            )
-        self.latent_sites = tuple(latent)
-        self.discrete_sites = tuple(n for n, s in latent.items() if s["fn"].support.is_discrete)
-        self.continuous_sites = tuple(n for n in latent if n not in self.discrete_sites)
-        self.transforms = {n: biject_to(latent[n]["fn"].support) for n in self.continuous_sites}
-        self.prototype_trace = proto
-        # deterministic sites computed by one run on all the data (see `deterministic`)
-        self.full_data_deterministic = tuple(
-            n for n, s in proto.items() if s["type"] == "deterministic" and in_plate(s))
-        # plain plates: per-datum arguments are indexed (unless the model turns out to index
-        # them itself with the plate's indices, `with plate(...) as idx: y[idx]`)
-        self.index_arguments = not self.subsample_style
-        self.full_data_prior_sites = ()  # observed sites outside the data plate read on all data
-        self._check_argument_types(model_args, model_kwargs)
-        self._check_data_lengths(proto, model_args, model_kwargs)
-        self._check_subsample_consistency(model_args, model_kwargs)
+            latent = {n: s for n, s in proto.items() if s["type"] == "sample" and not s["is_observed"]}
+            enumerated = [n for n, s in latent.items() if (s.get("infer") or {}).get("enumerate")]
+            if enumerated:
+                where = "inside" if any(in_plate(latent[n]) for n in enumerated) else "outside"
+                raise ValueError(
+                    f"sites {enumerated} ({where} the data plate {data_plate!r}) are marked "
+                    "infer={'enumerate': 'parallel'}: RacingMH and RacingGibbs do not enumerate discrete "
+                    "sites, and a subsampled likelihood would be evaluated at one random assignment "
+                    "instead of being marginalised. Marginalise them by hand, e.g. for a mixture "
+                    "numpyro.sample('y', dist.MixtureSameFamily(dist.Categorical(probs=w), "
+                    "dist.Normal(loc, scale)), obs=y), or use NumPyro's NUTS/HMC (which enumerate "
+                    "them) or DiscreteHMCGibbs on all the data. A global discrete site (outside the "
+                    "data plate) can instead be drawn by RacingGibbs: remove its 'enumerate' annotation."
+                )
+            local = [n for n, s in latent.items() if in_plate(s)]
+            if local:
+                raise ValueError(
+                    f"latent sites {local} are sampled inside the data plate {data_plate!r} (local "
+                    "latent variables, one per datum): the racing kernels subsample the data plate and "
+                    "cannot update them. Marginalise them out in the model (a discrete assignment e.g. "
+                    "with dist.MixtureSameFamily), move them out of the plate, or use NumPyro's NUTS "
+                    "(with infer={'enumerate': 'parallel'} for discrete sites) or DiscreteHMCGibbs on "
+                    "all the data."
+                )
+            self.latent_sites = tuple(latent)
+            self.discrete_sites = tuple(n for n, s in latent.items() if s["fn"].support.is_discrete)
+            self.continuous_sites = tuple(n for n in latent if n not in self.discrete_sites)
+            self.transforms = {n: biject_to(latent[n]["fn"].support) for n in self.continuous_sites}
+            self.prototype_trace = proto
+            # deterministic sites computed by one run on all the data (see `deterministic`)
+            self.full_data_deterministic = tuple(
+                n for n, s in proto.items() if s["type"] == "deterministic" and in_plate(s))
+            # plain plates: per-datum arguments are indexed (unless the model turns out to index
+            # them itself with the plate's indices, `with plate(...) as idx: y[idx]`)
+            self.index_arguments = not self.subsample_style
+            self.full_data_prior_sites = ()  # observed sites outside the data plate read on all data
+            self._check_argument_types(model_args, model_kwargs)
+            self._check_data_lengths(proto, model_args, model_kwargs)
+            self._check_subsample_consistency(model_args, model_kwargs)
+        except ValueError as e:
+            e.plate_size = self.size
+            raise
 
     # -- argument handling --------------------------------------------------------
     def nan_arguments(self, model_args, model_kwargs, index: Optional[int] = None) -> list:

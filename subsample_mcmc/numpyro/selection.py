@@ -12,7 +12,6 @@ control variate), Wang-Landau tuning the model prior during warmup (App. C.2).
 from __future__ import annotations
 
 import operator
-import re
 import warnings
 from typing import NamedTuple, Optional, Sequence, Union
 
@@ -309,7 +308,7 @@ class ModelSelection(InitOnceKernel):
                         f"model {name!r}: {text.split(':')[0]}; ModelSelection moves each model's parameters by "
                         "RacingMH (continuous sites only): marginalise the discrete site out of the model (e.g. a "
                         "mixture distribution), or make each of its values a candidate model of its own") from e
-                if sizes and any(int(v) != sizes[0] for v in re.findall(r"\bN=(\d+)", text)):
+                if sizes and getattr(e, "plate_size", sizes[0]) != sizes[0]:
                     text += (f" (ModelSelection reads the same data points for every model: the models before "
                              f"{name!r} have a data plate of N={sizes[0]}; give every model the same data plate)")
                 if "no observed sample site" in text:
@@ -837,19 +836,16 @@ def conditional_samples(mcmc, model) -> dict:
     kernel = _kernel(mcmc)
     k = len(kernel.names)
     if isinstance(model, str):
-        if model not in kernel.names:
-            raise ValueError(f"model must be one of the models' names {kernel.names} or an index 0..{k - 1}, "
-                             f"got {model!r}")
-        j = kernel.names.index(model)
+        j = kernel.names.index(model) if model in kernel.names else None
     else:
         try:  # ints, NumPy and JAX integer scalars; not floats or bools
             j = None if isinstance(model, (bool, np.bool_)) else operator.index(model)
         except TypeError:
             j = None
-        if j is None or not -k <= j < k:
-            raise ValueError(f"model must be one of the models' names {kernel.names} or an index in [-{k}, {k - 1}], "
-                             f"got {model!r}")
-        j %= k  # Python's negative indexing: -1 is the last model
+        j = j % k if j is not None and -k <= j < k else None  # Python's negative indexing: -1 is the last model
+    if j is None:
+        raise ValueError(f"model must be one of the models' names {kernel.names} or an index in [-{k}, {k - 1}] "
+                         f"(negative indices count from the end), got {model!r}")
     samples = mcmc.get_samples()
     keep = np.asarray(samples[MODEL_SITE]) == j
     prefix = f"{kernel.names[j]}{SITE_DIVIDER}"
