@@ -543,10 +543,12 @@ class ModelSelection(InitOnceKernel):
         (:func:`~subsample_mcmc.kernels.product_space.pseudoprior_fit`: Pareto ``k``, sd of the
         log weights, effective fraction; floats).  ``state`` is ``mcmc.last_state`` (or a state
         from :meth:`init`; chain 0 when chains are vectorized), ``model_args``/``model_kwargs``
-        the data the chain ran on.  A model with ``k_hat > 0.7`` or a log-weight sd of several
-        nats makes the chain stick in it: the model probabilities then rest on few switches
-        (see :func:`model_posterior`'s effective draws).  Reads the data ``num_draws`` times
-        per model."""
+        the data the chain ran on.  Read it by the rule ``pseudoprior="auto"`` applies: a model
+        whose log-weight sd exceeds 1 nat, or 0.5 nat with ``k_hat > 0.7``, is one the chain
+        sticks in (the model probabilities then rest on few switches; see
+        :func:`model_posterior`'s effective draws).  Below an sd of about 0.5 nat the weights are
+        nearly constant and ``k_hat`` alone is noise: a large ``k_hat`` there is no misfit.  Reads
+        the data ``num_draws`` times per model."""
         self._setup(model_args, model_kwargs)
         key = jax.random.PRNGKey(0) if rng_key is None else rng_key
         out = {}
