@@ -486,7 +486,7 @@ class RacingMH(InitOnceKernel):
                 self.control_variate.validate(ms, model_args, model_kwargs)
             self._subsampler = ms
             self._costs = self._calibrate_costs(ms, model_args, model_kwargs)
-            self._moving_support = _parameter_dependent_support(ms, model_args, model_kwargs)
+            self._moving_support = next(iter(ms.moving_supports.items()), None)  # (site, support name)
         return self._subsampler
 
     def _calibrate_costs(self, ms, model_args, model_kwargs) -> dict:
@@ -1354,25 +1354,3 @@ def _precision(search):
     p = -search["hessian"]
     g2 = jnp.where(search["at_boundary"], search["gradient"] ** 2, 0.0)
     return p + jnp.diag(jnp.maximum(g2 - jnp.diagonal(p), 0.0))
-
-
-def _parameter_dependent_support(ms, model_args, model_kwargs):
-    """``(site, support)`` of the first observed data site whose support bounds change
-    when the latent values move (e.g. ``Uniform(0, theta)``), else ``None``.  Checked on a
-    few data points at two latent points (the prototype and a shifted one)."""
-    try:
-        unc = ms.unconstrained_prototype()
-        idx = jnp.arange(min(8, ms.size))
-        traces = [ms._trace(ms.constrain({k: v + shift for k, v in unc.items()}), idx, model_args, model_kwargs)
-                  for shift in (0.0, 0.7)]
-    except Exception:  # noqa: BLE001 -- traced model arguments: nothing to compare
-        return None
-    for name in ms.data_sites:
-        supports = [t[name]["fn"].support for t in traces]
-        for attr in ("lower_bound", "upper_bound"):
-            if not hasattr(supports[0], attr):
-                continue
-            a, b = (np.asarray(getattr(sup, attr), np.float64) for sup in supports)
-            if a.shape != b.shape or not np.allclose(a, b, equal_nan=True):
-                return name, type(supports[0]).__name__.strip("_")
-    return None

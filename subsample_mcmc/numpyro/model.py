@@ -489,6 +489,19 @@ class ModelSubsampler:
             self._check_argument_types(model_args, model_kwargs)
             self._check_data_lengths(proto, model_args, model_kwargs)
             self._check_subsample_consistency(model_args, model_kwargs)
+            #: {site: support name} of the data sites whose support bounds move with the latent values
+            self.moving_supports = self._moving_supports(model_args, model_kwargs)
+            latent_moving = {k: v for k, v in self.moving_supports.items() if k in self.continuous_sites}
+            if latent_moving:
+                name, kind = next(iter(latent_moving.items()))
+                raise ValueError(
+                    f"latent site {name!r} has a support that moves with the other latent sites ({kind}: its "
+                    "bounds change when they do, as b in b ~ Uniform(0, a)): the racing kernels map each latent "
+                    "site to the unconstrained space by a fixed transform, taken at the model's prototype, and "
+                    "would sample it within the wrong bounds. Give it a fixed support, e.g. "
+                    "u = numpyro.sample('u', dist.Uniform(0, 1)); b = numpyro.deterministic('b', a * u), or use "
+                    "NumPyro's NUTS for this model.")
+            self.moving_supports = {k: v for k, v in self.moving_supports.items() if k in self.data_sites}
         except ValueError as e:
             e.plate_size = self.size
             raise
@@ -593,6 +606,30 @@ class ModelSubsampler:
             return x[idx] if _leading(x, n) and not isinstance(x, list) else x
 
         return self._map_data(take, model_args, dict(model_kwargs or {}))
+
+    def _moving_supports(self, model_args, model_kwargs) -> dict:
+        """``{site: support name}`` of the continuous latent and observed data sites whose support
+        bounds change when the latent values move (e.g. ``Uniform(0, theta)``).  Checked on a few
+        data points at two latent points (the prototype and one shifted by 0.7 on the
+        unconstrained scale); empty when the arguments are traced (nothing to compare)."""
+        try:
+            unc = self.unconstrained_prototype()
+            idx = jnp.arange(min(8, self.size))
+            traces = [self._trace(self.constrain({k: v + shift for k, v in unc.items()}), idx, model_args,
+                                  model_kwargs) for shift in (0.0, 0.7)]
+        except Exception:  # noqa: BLE001 -- traced model arguments: nothing to compare
+            return {}
+        moving = {}
+        for name in self.continuous_sites + self.data_sites:
+            supports = [t[name]["fn"].support for t in traces]
+            for attr in ("lower_bound", "upper_bound"):
+                if not hasattr(supports[0], attr):
+                    continue
+                a, b = (np.asarray(getattr(sup, attr), np.float64) for sup in supports)
+                if a.shape != b.shape or not np.allclose(a, b, equal_nan=True):
+                    moving[name] = type(supports[0]).__name__.strip("_")
+                    break
+        return moving
 
     def _trace(self, values, idx, model_args, model_kwargs):
         args, kwargs = self._slice(idx, model_args, dict(model_kwargs or {}))

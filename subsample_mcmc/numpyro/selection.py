@@ -425,7 +425,6 @@ class ModelSelection(InitOnceKernel):
         With vectorized chains one pilot (chain 0's key) serves every chain."""
         from numpyro.diagnostics import effective_sample_size
         from numpyro.infer import MCMC, NUTS
-        from numpyro.infer.util import unconstrain_fn
 
         key0 = st.rng_key[0] if self._vectorized else st.rng_key
         z0 = jax.tree.map(lambda v: v[0], st.z) if self._vectorized else st.z
@@ -434,7 +433,9 @@ class ModelSelection(InitOnceKernel):
         mcmc = MCMC(NUTS(model), num_warmup=max(n // 2, 50), num_samples=n, progress_bar=False)
         mcmc.run(jax.random.fold_in(key0, 7), *model_args, extra_fields=("diverging",), **model_kwargs)
         draws = {site: v for site, v in mcmc.get_samples().items() if site in z0}
-        flat = jax.vmap(lambda d: ravel_pytree(unconstrain_fn(model, model_args, model_kwargs, d))[0])(draws)
+        # the kernel's own transforms (those of its flat state), not unconstrain_fn, which reruns the model on
+        # all the data once per draw
+        flat = jax.vmap(lambda d: ravel_pytree(kern._subsampler.unconstrain(d))[0])(draws)
         flat = jnp.asarray(flat, ravel_pytree(z0)[0].dtype)
         ess = float(np.min(effective_sample_size(np.asarray(flat, np.float64)[None])))
         diverging = int(np.sum(mcmc.get_extra_fields()["diverging"]))
