@@ -144,10 +144,13 @@ class LinearFeatureControlVariate:
                              f"covariate), got shape {a.shape}")
         return a.astype(self.covariates.dtype)
 
-    def log_likelihood_points(self, a, indices=None) -> jax.Array:
-        """``log_likelihood_fn(A x_n, w_n)`` at ``indices`` (default every point)."""
-        x = self.covariates if indices is None else self.covariates[indices]
-        w = self.response if indices is None or self.response is None else self.response[indices]
+    def log_likelihood_points(self, a, indices=None, data=None) -> jax.Array:
+        """``log_likelihood_fn(A x_n, w_n)`` at ``indices`` (default every point).  ``data``:
+        ``(covariates, response)`` in place of the stored arrays, e.g. as a jitted function's
+        arguments (arrays it closes over are compiled in as constants, folded at compile time)."""
+        x, w = (self.covariates, self.response) if data is None else data
+        if indices is not None:
+            x, w = x[indices], None if w is None else w[indices]
         z = x @ jnp.asarray(a, x.dtype).T
         if w is None:
             return jax.vmap(lambda zi: self.log_likelihood_fn(zi, None))(z)

@@ -485,15 +485,16 @@ class ModelSelection(InitOnceKernel):
             proxy = cv.proxy(values, sums=False)  # the sums once the raced points are known
             g0 = jax.tree.map(first, g)
 
-            @jax.jit
-            def residuals(key, proxy=proxy, cv=cv, ms=ms, unravel=unravel, g0=g0):
+            @jax.jit  # the per-datum arrays as arguments: closed over, XLA would fold them as constants
+            def residuals(key, data, proxy, g0, cv=cv, ms=ms, unravel=unravel):
                 a = cv.matrix(ms.constrain(unravel(pseudoprior_draw(key, g0))))
-                r = cv.log_likelihood_points(a) - proxy.values(a, jnp.arange(cv.size))
+                r = cv.log_likelihood_points(a, data=data) - proxy.values(a, jnp.arange(cv.size))
                 return jnp.abs(r - jnp.median(r))
 
             key = jax.random.fold_in(first(st.rng_key), 13)
             for i in range(_PROXY_PROBES):
-                score = jnp.maximum(score, jnp.nan_to_num(residuals(jax.random.fold_in(key, i)), nan=jnp.inf))
+                r = residuals(jax.random.fold_in(key, i), (cv.covariates, cv.response), proxy, g0)
+                score = jnp.maximum(score, jnp.nan_to_num(r, nan=jnp.inf))
             proxies.append(proxy)
         n_exact = int(np.floor(max(c.exact_fraction for c in self.control_variates.values()) * self._size))
         order = np.argsort(-np.asarray(score), kind="stable")
