@@ -22,6 +22,13 @@ trips and traced phases), not the race's decisions; ``M`` changes the schedule i
 revision ``REV`` (the rest of the package as checked out), timed in the same rounds: a paired measure of a
 change to the race loop on this machine's drifting clock.
 
+``--tile K`` repeats the lag matrix's rows ``K`` times: not a real series (each model's total and every
+gap between models grow ``K``-fold, so races stop on fewer points relative to N), but a probe of whether a
+raced evaluation's cost over an exact one's (the table's last column) is a fixed per-sweep overhead that a
+larger N amortises or a per-term cost that stays.  ``--pseudoprior laplace`` skips the NUTS pilots of the
+default ``auto`` pseudopriors (full-data runs, slow at ``K N``); pseudopriors change how the chain mixes,
+not what one sweep computes.
+
 Writes ``benchmarks/results/arch_sweep_cost.{json,md}`` (``--out`` names another stem).
 """
 
@@ -189,14 +196,22 @@ def sweep_arguments(ap: argparse.ArgumentParser) -> argparse.ArgumentParser:
     ap.add_argument("--sweeps", type=int, default=200)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--tile", type=int, default=1,
+                    help="repeat the lag matrix's rows this many times: a probe of the per-term cost at tile x N "
+                         "(not a real series; the models' totals and gaps grow tile-fold)")
+    ap.add_argument("--pseudoprior", default="auto", choices=("auto", "laplace"),
+                    help="the shared pseudopriors' kind (laplace skips the NUTS pilots, e.g. with --tile)")
     return ap
 
 
-def data_and_pseudopriors(data: str, orders, warmup: int):
-    """The lag matrix of ``data`` and the Laplace pseudopriors both samplers share (fitted once)."""
-    y = np.asarray(prepare(load_returns(data).returns, orders).y)
+def data_and_pseudopriors(data: str, orders, warmup: int, tile: int = 1, kind: str = "auto"):
+    """The lag matrix of ``data`` (its rows repeated ``tile`` times) and the pseudopriors both samplers
+    share (fitted once, ``ModelSelection``'s ``pseudoprior=kind``)."""
+    if tile < 1:
+        raise ValueError(f"--tile must be >= 1, got {tile}")
+    y = np.tile(np.asarray(prepare(load_returns(data).returns, orders).y), (tile, 1))
     t0 = time.perf_counter()
-    fitter = ModelSelection(arch_models(orders))
+    fitter = ModelSelection(arch_models(orders), pseudoprior=kind)
     pseudopriors = fitter.pseudopriors(fitter.init(jax.random.PRNGKey(10_000), warmup, None, (y,), None))
     print(f"N = {y.shape[0]:,}: pseudopriors in {time.perf_counter() - t0:.0f} s", flush=True)
     del fitter
@@ -233,7 +248,7 @@ def main() -> None:
     args = ap.parse_args()
     enable_compilation_cache()
     orders = DEFAULT_ORDERS
-    y, pseudopriors = data_and_pseudopriors(args.data, orders, args.warmup)
+    y, pseudopriors = data_and_pseudopriors(args.data, orders, args.warmup, args.tile, args.pseudoprior)
     variants = {
         "models.arch": arch_models(orders),
         "column slice": {f"arch{q}": functools.partial(column_slice_model, order=q) for q in orders},
@@ -249,17 +264,21 @@ def main() -> None:
         result["variants"][label] = time_pair(models, y, orders, pseudopriors, args, old_race)
         print(label, json.dumps(result["variants"][label]), flush=True)
     os.makedirs(RESULTS, exist_ok=True)
-    with open(os.path.join(RESULTS, f"{args.out}.json"), "w") as f:
-        json.dump(result, f, indent=1)
-    lines = [f"# Steady ms per sweep, racing vs exact ModelSelection ({args.data}, N = {y.shape[0]:,}, orders "
-             f"{list(orders)})", "", f"`python {shlex.join(sys.argv)}` (median of "
-             f"{args.repeats} rounds of {args.sweeps} sweeps, samplers timed in turn)", "",
+    tiled = f", rows repeated {args.tile}x" if args.tile > 1 else ""
+    lines = [f"# Steady ms per sweep, racing vs exact ModelSelection ({args.data}{tiled}, N = {y.shape[0]:,}, orders "
+             f"{list(orders)}, {args.pseudoprior} pseudopriors)", "", f"`python {shlex.join(sys.argv)}` (median of "
+             f"{args.repeats} rounds of {args.sweeps} sweeps, samplers timed in turn). Cost per evaluation: ms per "
+             "sweep over evaluations per sweep, racing's over exact's.", "",
              "| likelihood form | racing ms/sweep | exact ms/sweep | exact / racing | racing evals/sweep / N | "
-             "exact evals/sweep / N |", "|---|---|---|---|---|---|"]
+             "exact evals/sweep / N | cost per evaluation, racing / exact |", "|---|---|---|---|---|---|---|"]
     for label, v in result["variants"].items():
-        lines.append(f"| {label} | {v['racing']['ms_per_sweep']:.2f} | {v['exact']['ms_per_sweep']:.2f} | "
-                     f"{v['exact_over_racing_time_per_sweep']:.2f} | {v['racing']['evaluations_per_sweep_over_n']:.2f} | "
-                     f"{v['exact']['evaluations_per_sweep_over_n']:.2f} |")
+        r, e = v["racing"], v["exact"]
+        per_eval = (r["ms_per_sweep"] / r["evaluations_per_sweep_over_n"]) / (
+            e["ms_per_sweep"] / e["evaluations_per_sweep_over_n"])
+        v["racing_over_exact_cost_per_evaluation"] = per_eval
+        lines.append(f"| {label} | {r['ms_per_sweep']:.2f} | {e['ms_per_sweep']:.2f} | "
+                     f"{v['exact_over_racing_time_per_sweep']:.2f} | {r['evaluations_per_sweep_over_n']:.2f} | "
+                     f"{e['evaluations_per_sweep_over_n']:.2f} | {per_eval:.2f} |")
     if old_race is not None:
         lines += ["", f"Race loop against revision `{args.race_from}` (same rounds, models as in each row):", "",
                   "| likelihood form | racing ms/sweep | racing@rev ms/sweep | paired ratio, mean +- s.e. |",
@@ -278,6 +297,8 @@ def main() -> None:
                     pr = row["over_racing_paired"]
                     lines.append(f"| {label} | {name[len('racing '):]} | {row['ms_per_sweep']:.2f} | "
                                  f"{row['evaluations_per_sweep_over_n']:.2f} | {pr['mean']:.3f} +- {pr['stderr']:.3f} |")
+    with open(os.path.join(RESULTS, f"{args.out}.json"), "w") as f:  # with the per-evaluation ratios
+        json.dump(result, f, indent=1)
     with open(os.path.join(RESULTS, f"{args.out}.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -131,7 +131,7 @@ def main() -> None:
     # no persistent compilation cache: a program loaded from it may carry the name scopes of the program
     # that was cached (its key leaves the metadata out), which would misattribute every thunk
     orders = DEFAULT_ORDERS
-    y, pseudopriors = data_and_pseudopriors(args.data, orders, args.warmup)
+    y, pseudopriors = data_and_pseudopriors(args.data, orders, args.warmup, args.tile, args.pseudoprior)
     result = {"data": args.data, "n": int(y.shape[0]), "orders": list(orders), "args": vars(args), "samplers": {}}
     for name, method in (("racing", "normal"), ("exact", "exact")):
         loop, state, evals = compiled_sweeps(arch_models(orders), y, orders, pseudopriors, method, args)
