@@ -1079,7 +1079,7 @@ class RacingMH(InitOnceKernel):
         def per_site(values, start):
             idx = jnp.minimum(start + jnp.arange(chunk), n - 1)
             tr = ms._trace(values, idx, model_args, model_kwargs)
-            return idx, [ms._per_datum(tr[name], idx.shape[0]) for name in ms.data_sites]
+            return idx, [ms._per_datum(tr[name], idx.shape[0], tr) for name in ms.data_sites]
 
         bad_count = {name: 0 for name in ms.data_sites}
         first = {}

@@ -211,6 +211,9 @@ class PlateIndices(Messenger):
 
     def process_message(self, msg):
         if msg["type"] == "plate" and msg["name"] == self.name:
+            # the size the model gave the plate: numpyro scales the plate's sites by it over the
+            # number of indices (``ModelSubsampler._per_datum`` divides that out)
+            msg["size_in_model"] = msg["args"][0]
             msg["value"] = self.indices
             msg["args"] = (self.size, int(self.indices.shape[0]))
 
@@ -646,10 +649,18 @@ class ModelSubsampler:
     def _plate_dim(self, site) -> int:
         return [f.dim for f in site["cond_indep_stack"] if f.name == self.plate][0]
 
-    def _per_datum(self, site, m: int):
+    def _per_datum(self, site, m: int, tr=None):
+        """``[m]`` log-likelihoods of the ``m`` data points of a data site in trace ``tr``, weighted
+        by the model's own scale (``handlers.scale``: per-datum weights).  NumPyro's plate also
+        scales its sites, by the size the model gave it over the number of indices
+        (:class:`PlateIndices` records that size): that factor is divided out."""
         lp = site["fn"].log_prob(site["value"])
         if site.get("mask") is not None:
             lp = jnp.where(site["mask"], lp, 0.0)
+        if site.get("scale") is not None:
+            size_in_model = (tr or {}).get(self.plate, {}).get("size_in_model", m)
+            plate_factor = size_in_model / m if size_in_model != m else 1.0
+            lp = lp * (site["scale"] / plate_factor)
         dim = self._plate_dim(site)
         lp = jnp.broadcast_to(lp, jnp.broadcast_shapes(jnp.shape(lp), (m,) + (1,) * (-dim - 1)))
         lp = jnp.moveaxis(lp, dim, 0)
@@ -738,7 +749,7 @@ class ModelSubsampler:
                     "give the distribution the same trailing dimension."
                 )
             check_shape("log-density", jnp.shape(lp), dim)
-            lls[name] = self._per_datum(site, m)
+            lls[name] = self._per_datum(site, m, tr)
         det = {k: s["value"] for k, s in tr.items() if s["type"] == "deterministic"}
         return lls, self._prior_terms(tr), det
 
@@ -752,7 +763,7 @@ class ModelSubsampler:
             out = {}
             if reference:
                 tr = self.full_trace(values, model_args, model_kwargs)
-                out["all"] = ({k: self._per_datum(tr[k], n) for k in self.data_sites}, self._prior_terms(tr),
+                out["all"] = ({k: self._per_datum(tr[k], n, tr) for k in self.data_sites}, self._prior_terms(tr),
                               {k: s["value"] for k, s in tr.items() if s["type"] == "deterministic"})
             for key, idx in subsets.items():
                 try:
@@ -856,7 +867,7 @@ class ModelSubsampler:
         idx = jnp.asarray(idx)
         tr = self._trace(values, idx, model_args, model_kwargs)
         m = idx.shape[0]
-        return sum(self._per_datum(tr[name], m) for name in self.data_sites)
+        return sum(self._per_datum(tr[name], m, tr) for name in self.data_sites)
 
     def log_prior(self, values, model_args=(), model_kwargs=None):
         """All log-density terms outside the data plate's observed sites, evaluated on one
