@@ -406,6 +406,14 @@ class ModelSubsampler:
         try:
             proto = handlers.trace(handlers.seed(model, 0)).get_trace(*model_args, **model_kwargs)
         except Exception as e:  # noqa: BLE001 -- re-raised, naming missing data when that is the cause
+            improper = self._improper_sites(model, model_args, model_kwargs) if isinstance(
+                e, NotImplementedError) else []
+            if improper:
+                raise ValueError(
+                    f"sites {improper} have improper priors (ImproperUniform, which has no sampler): the racing "
+                    "kernels draw the model's prototype, their starts and their restarts from the prior. Give "
+                    "each a proper prior (e.g. dist.Normal(0, 10) for a flat one on the real line), or use "
+                    "NumPyro's NUTS for this model") from e
             missing = self.nan_arguments(model_args, model_kwargs)
             if not missing:
                 raise
@@ -508,6 +516,26 @@ class ModelSubsampler:
         except ValueError as e:
             e.plate_size = self.size
             raise
+
+    @staticmethod
+    def _improper_sites(model, model_args, model_kwargs) -> list:
+        """Latent sites with an :class:`~numpyro.distributions.ImproperUniform` prior (one run of the
+        model with NumPyro's uniform initial values in their place; ``[]`` if that run fails too)."""
+        from numpyro.distributions import ImproperUniform
+        from numpyro.infer.initialization import init_to_uniform
+
+        try:
+            tr = handlers.trace(handlers.substitute(handlers.seed(model, 0), substitute_fn=init_to_uniform)).get_trace(
+                *model_args, **model_kwargs)
+        except Exception:  # noqa: BLE001 -- nothing to name
+            return []
+        def base(fn):  # through expand, to_event and mask wrappers
+            while hasattr(fn, "base_dist"):
+                fn = fn.base_dist
+            return fn
+
+        return [n for n, s in tr.items() if s["type"] == "sample" and not s["is_observed"]
+                and isinstance(base(s["fn"]), ImproperUniform)]
 
     # -- argument handling --------------------------------------------------------
     def nan_arguments(self, model_args, model_kwargs, index: Optional[int] = None) -> list:
