@@ -337,6 +337,22 @@ def test_local_latent_site_error_names_site_and_alternative():
             jax.random.PRNGKey(0), jnp.asarray(Y64))
 
 
+def test_obs_mask_imputation_is_refused_with_the_direct_fixes():
+    """obs_mask= imputes the masked observations as a latent site inside the plate: refused, naming
+    the fixes that keep the model (drop the rows, or handlers.mask), not only the local-latent ones."""
+
+    def masked(y, mask):
+        mu = numpyro.sample("mu", dist.Normal(0.0, PRIOR_SD))
+        with numpyro.plate("data", y.shape[0]):
+            numpyro.sample("y", dist.Normal(mu, 1.0), obs=y, obs_mask=mask)
+
+    mask = np.ones(N, bool)
+    mask[3] = False
+    with pytest.raises(ValueError, match=r"sites \['y_unobserved'\] are the missing observations that obs_mask= "
+                                         r"imputes.*Drop the rows.*numpyro.handlers.mask"):
+        RacingMH(masked).init(jax.random.PRNGKey(0), 10, None, (Y64, mask), {})
+
+
 # ------------------------------------------------- 4. data the kernels cannot index
 Y_GLOBAL = jnp.asarray(Y64)
 

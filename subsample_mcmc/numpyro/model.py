@@ -476,6 +476,14 @@ class ModelSubsampler:
                     "data plate) can instead be drawn by RacingGibbs: remove its 'enumerate' annotation."
                 )
             local = [n for n, s in latent.items() if in_plate(s)]
+            imputed = [n for n in local if n.endswith("_unobserved") and n[:-len("_unobserved")] in proto]
+            if imputed:  # numpyro.sample(name, ..., obs=y, obs_mask=m) imputes the masked values as a latent site
+                raise ValueError(
+                    f"sites {imputed} are the missing observations that obs_mask= imputes, one latent value per "
+                    f"masked datum inside the data plate {data_plate!r}: the racing kernels subsample the data "
+                    "plate and cannot update them. Drop the rows with missing values before sampling, or leave "
+                    "them out of the likelihood with numpyro.handlers.mask(mask=m) around the observed site "
+                    "(no obs_mask=); or use NumPyro's NUTS to impute them.")
             if local:
                 raise ValueError(
                     f"latent sites {local} are sampled inside the data plate {data_plate!r} (local "
