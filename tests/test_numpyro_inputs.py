@@ -620,3 +620,21 @@ def test_improper_priors_are_refused_by_site_name():
     for kernel in (RacingMH(flat), ModelSelection([proper, flat])):
         with pytest.raises(ValueError, match=r"sites \['a', 'b'\] have improper priors.*dist.Normal\(0, 10\)"):
             kernel.init(jax.random.PRNGKey(0), 10, None, (X64[:, 0], Y64), {})
+
+
+def test_latent_delta_sites_are_refused_as_nuts_refuses_them():
+    """A latent ``dist.Delta`` site (a point mass): RacingMH's chain froze at its start, every draw
+    equal, with no error (a fresh user's trial: a = b = c = 0 in 1,000 draws of a regression whose
+    posterior has a = 0.49, b = 1.51), and a constant Delta gave zero-variance draws at the mode
+    with a warning about Newton steps.  Refused at set-up, naming numpyro.deterministic."""
+
+    def model(x, y, tied=True):
+        a = numpyro.sample("a", dist.Normal(0.0, PRIOR_SD))
+        b = numpyro.sample("b", dist.Normal(0.0, PRIOR_SD))
+        c = numpyro.sample("c", dist.Delta(2.0 * b) if tied else dist.Delta(3.0))
+        with numpyro.plate("data", x.shape[0]):
+            numpyro.sample("y", dist.Normal(a + 0.5 * c * x, 1.0), obs=y)
+
+    for tied in (True, False):
+        with pytest.raises(ValueError, match=r"latent sites \['c'\] have a Delta distribution.*numpyro.deterministic"):
+            RacingMH(model).init(jax.random.PRNGKey(0), 10, None, (X64[:, 0], Y64), {"tied": tied})

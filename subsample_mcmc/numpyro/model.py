@@ -81,7 +81,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from numpyro import handlers
-from numpyro.distributions import biject_to
+from numpyro.distributions import Delta, biject_to
 from numpyro.infer.gibbs import GIBBS_SITES_KWARG
 from numpyro.infer.mcmc import MCMCKernel
 from numpyro.primitives import Messenger
@@ -200,6 +200,13 @@ def check_init_params(init_params, shapes: dict, num_chains: Optional[int] = Non
             axis = "" if num_chains is None else f" (a leading axis of the {num_chains} chains: one start per chain)"
             raise ValueError(f"init_params[{k!r}] has shape {tuple(np.shape(v))}; site {k!r} needs shape {want}"
                              f"{axis}, in the unconstrained space")
+
+
+def _base_distribution(fn):
+    """``fn`` through its expand, to_event and mask wrappers."""
+    while hasattr(fn, "base_dist"):
+        fn = fn.base_dist
+    return fn
 
 
 class PlateIndices(Messenger):
@@ -493,6 +500,12 @@ class ModelSubsampler:
                     "(with infer={'enumerate': 'parallel'} for discrete sites) or DiscreteHMCGibbs on "
                     "all the data."
                 )
+            delta = [n for n, s in latent.items() if isinstance(_base_distribution(s["fn"]), Delta)]
+            if delta:  # as NUTS, which refuses them too: a point mass has no density a move can explore
+                raise ValueError(
+                    f"latent sites {delta} have a Delta distribution (a point mass, not a parameter): a move "
+                    "away from its value has probability 0 and the chain freezes. Compute the value with "
+                    "numpyro.deterministic(name, value) instead; for a fixed value, pass it in as data.")
             self.latent_sites = tuple(latent)
             self.discrete_sites = tuple(n for n, s in latent.items() if s["fn"].support.is_discrete)
             self.continuous_sites = tuple(n for n in latent if n not in self.discrete_sites)
@@ -537,13 +550,8 @@ class ModelSubsampler:
                 *model_args, **model_kwargs)
         except Exception:  # noqa: BLE001 -- nothing to name
             return []
-        def base(fn):  # through expand, to_event and mask wrappers
-            while hasattr(fn, "base_dist"):
-                fn = fn.base_dist
-            return fn
-
         return [n for n, s in tr.items() if s["type"] == "sample" and not s["is_observed"]
-                and isinstance(base(s["fn"]), ImproperUniform)]
+                and isinstance(_base_distribution(s["fn"]), ImproperUniform)]
 
     # -- argument handling --------------------------------------------------------
     def nan_arguments(self, model_args, model_kwargs, index: Optional[int] = None) -> list:
