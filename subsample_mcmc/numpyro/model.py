@@ -396,8 +396,10 @@ class ModelSubsampler:
 
     Raises:
         ValueError: no plate holds an observed site; several do and ``data_plate`` is
-            missing or unknown; a latent site lives inside the data plate; a site is
-            marked for enumeration; a pandas object is passed as per-datum data; the
+            missing or unknown; a latent site lives inside the data plate (local latents,
+            ``obs_mask`` imputation); a site is marked for enumeration; a latent site has an
+            improper (``ImproperUniform``) or ``Delta`` prior, or a support that moves with
+            other latents; a pandas object is passed as per-datum data; the
             model is not subsample-consistent (see the module docstring: closed-over
             data, whole-data statistics computed inside the model, a prior that depends
             on the data).  Those raised once the data plate is known carry its size N as the
