@@ -638,3 +638,26 @@ def test_latent_delta_sites_are_refused_as_nuts_refuses_them():
     for tied in (True, False):
         with pytest.raises(ValueError, match=r"latent sites \['c'\] have a Delta distribution.*numpyro.deterministic"):
             RacingMH(model).init(jax.random.PRNGKey(0), 10, None, (X64[:, 0], Y64), {"tied": tied})
+
+
+def test_log_density_matches_numpyro_potential_with_scaled_latent_sites():
+    """The kernels' unconstrained log density (prior, log-Jacobian, full-data likelihood) equals
+    NumPyro's HMC potential, also with ``handlers.scale`` around latent sites: NumPyro scales a site's
+    log-Jacobian with its log-density.  Left unscaled, RacingMH (and ``method="exact"``) sampled
+    another target than NUTS (a fresh user's whole-model ``scale(0.01)`` regression: s 4-5 MCSE
+    above NUTS's on every seed)."""
+    from numpyro.infer.util import potential_energy
+
+    def tempered(x, y):
+        with numpyro.handlers.scale(scale=0.01):
+            a = numpyro.sample("a", dist.Normal(0.0, PRIOR_SD))
+            s = numpyro.sample("s", dist.HalfNormal(3.0))
+            with numpyro.plate("data", x.shape[0]):
+                numpyro.sample("y", dist.Normal(a * x, s), obs=y)
+
+    x, y = X64[:, 0], Y64
+    ms = ModelSubsampler(tempered, (x, y))
+    z = {"a": jnp.asarray(0.3), "s": jnp.asarray(0.2)}  # unconstrained: s = exp(0.2)
+    ours = (ms.log_prior(ms.constrain(z), (x, y)) + ms.log_abs_det_jacobian(z)
+            + jnp.sum(ms.log_likelihood(ms.constrain(z), jnp.arange(N), (x, y))))
+    np.testing.assert_allclose(float(ours), -float(potential_energy(tempered, (x, y), {}, z)), rtol=1e-5)

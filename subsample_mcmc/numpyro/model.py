@@ -959,8 +959,13 @@ class ModelSubsampler:
         return self.unconstrain({k: self.prototype_trace[k]["value"] for k in self.continuous_sites})
 
     def log_abs_det_jacobian(self, unconstrained: dict):
+        """The transforms' log-Jacobian at ``unconstrained``, each site's scaled by its scale
+        (``handlers.scale`` around a latent site), as NumPyro's HMC/NUTS potential scales it (its
+        log-det factor is a site under the same handlers): the same model, the same target."""
         total = jnp.zeros(())
         for k, u in unconstrained.items():
             t = self.transforms[k]
-            total = total + jnp.sum(t.log_abs_det_jacobian(u, t(u)))
+            term = t.log_abs_det_jacobian(u, t(u))
+            scale = self.prototype_trace[k].get("scale")
+            total = total + jnp.sum(term if scale is None else scale * term)
         return total
