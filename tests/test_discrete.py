@@ -82,8 +82,8 @@ def test_prior_factor_enters_the_law():
 def test_sample_discrete_exact_is_the_coupled_exact_draw_from_totals():
     """``sample_discrete_exact(key, log_f0, sums)`` draws what ``sample_discrete(key, ...,
     method="exact")`` draws on the same key (the same Gumbel noise; what ModelSelection's exact
-    model draw and its decision checks rely on), follows p(i) ∝ f0(i) exp(sums[i]), and returns -1
-    for a non-finite sum."""
+    model draw and its decision checks rely on), follows p(i) ∝ f0(i) exp(sums[i]) (0 for a sum of
+    -inf), and returns -1 for a NaN sum or when every sum is -inf."""
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -101,6 +101,14 @@ def test_sample_discrete_exact_is_the_coupled_exact_draw_from_totals():
     freq = np.bincount(np.asarray(exact), minlength=4) / 2000
     assert np.all(np.abs(freq - p) < 4 * np.sqrt(p * (1 - p) / 2000)), (freq, p)
     assert int(sample_discrete_exact(keys[0], log_f0, jnp.asarray([0.0, jnp.nan, 1.0, 2.0]))) == -1
+    assert int(sample_discrete_exact(keys[0], log_f0, jnp.full(4, -jnp.inf))) == -1
+    # a -inf total is a value of probability 0, never drawn; the others keep their odds
+    impossible = jnp.asarray([0.0, -jnp.inf, 1.0, -jnp.inf])
+    drawn = np.asarray(jax.vmap(lambda k: sample_discrete_exact(k, log_f0, impossible))(keys))
+    p = np.array([0.1, 0.0, 0.3 * np.e, 0.0])
+    p /= p.sum()
+    freq = np.bincount(drawn, minlength=4) / 2000
+    assert freq[1] == freq[3] == 0 and abs(freq[2] - p[2]) < 4 * np.sqrt(p[2] * (1 - p[2]) / 2000), (freq, p)
 
 
 def test_tie_share_stops_near_ties_and_keeps_the_draw_within_delta():

@@ -42,7 +42,7 @@ from typing import Callable, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from ..racing.race import guard_minimum_sample, pair_moments
+from ..racing.race import first_batch_spread
 
 __all__ = ["TaylorProxy", "taylor_proxy", "proxy_sum", "proxy_per_datum", "proxy_residual", "residual_spread"]
 
@@ -181,30 +181,14 @@ def residual_spread(log_likelihood_fn: Callable, proxy: TaylorProxy, first: jax.
     r"""What a race's first batch sees of the spread of its rewards, against the truth (one full-data pass).
 
     For the pair ``(first, second)`` the race reads ``D_n = r_n(second) - r_n(first)``, ``r_n`` the proxy
-    residual (:func:`proxy_residual`).  Its stage-1 width is ``B N s / sqrt(m)`` with ``s`` the sample sd of
-    ``m = batch`` of the ``D_n``; Racing-Normal's error promise (Eq. 9) needs ``s`` close to the population
-    ``sigma_D``.  When a few data carry most of the spread (a rare stratum with a handful of events), a batch
-    of ``m`` misses them with probability ``(1 - q)^m``: the points in the top fraction
-    ``q = 1 - 2^(-1/m)`` of ``|D_n - mean D|`` are missed by at least half of all batches.  Returns
-    ``(se_all, se_typical, guard_sample)``: ``N sigma / sqrt(m)`` over all the data and over the data
-    without that top fraction (in nats, the scale of the MH decision).  ``se_all / se_typical`` near 1: the
-    first batch sees the spread; far above 1: most races decide on a width too narrow by that factor, and no
-    sample-based guard can tell.  ``guard_sample``: the race's heavy-tail guard's minimum sample
-    (:func:`~subsample_mcmc.racing.race.guard_minimum_sample`) at the population skewness and kurtosis of
-    the ``D_n``, a measure of their tails (a batch's sample moments are usually smaller, so races often
-    decide sooner).  Traceable; ``N`` per-datum residuals of each point.
+    residual (:func:`proxy_residual`); returns :func:`~subsample_mcmc.racing.race.first_batch_spread` of the
+    ``N`` of them (``(se_all, se_typical, guard_sample)``, the first two in nats, the scale of the MH
+    decision).  Traceable; ``N`` per-datum residuals of each point.
     """
-    n, m = int(population_size), int(batch)
+    n = int(population_size)
     residual = proxy_residual(log_likelihood_fn, proxy)
     chunk = max(1, min(n, chunk_size))
     num = -(-n // chunk)
     idx = jnp.minimum(jnp.arange(num * chunk).reshape(num, chunk), n - 1)
     d = jax.lax.map(lambda i: residual(second, i) - residual(first, i), idx).reshape(-1)[:n]
-    c = d - jnp.mean(d)
-    top = jnp.quantile(jnp.abs(c), 0.5 ** (1.0 / m))  # 1 - q
-    scale = n / jnp.sqrt(jnp.asarray(m, c.dtype))
-    u = c / jnp.maximum(jnp.sqrt(jnp.mean(c * c)), jnp.finfo(c.dtype).tiny)  # standardised: no underflow of c^4
-    skew, kurt = pair_moments(jnp.asarray(n, c.dtype), jnp.sum(u), jnp.sum(u ** 2), jnp.sum(u ** 3), jnp.sum(u ** 4))
-    return (scale * jnp.sqrt(jnp.mean(c * c)),
-            scale * jnp.sqrt(jnp.mean(jnp.where(jnp.abs(c) <= top, c, 0.0) ** 2)),
-            guard_minimum_sample(skew, kurt))
+    return first_batch_spread(d, batch)

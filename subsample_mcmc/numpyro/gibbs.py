@@ -17,19 +17,21 @@ discrete values, in the spirit of NumPyro's ``DiscreteHMCGibbs``.
 from __future__ import annotations
 
 import copy
+import warnings
 from typing import Any, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from numpyro.infer.gibbs import conditioned, with_conditioning
 from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import is_prng_key
 
-from ..racing import sample_discrete
-from ..racing.race import _run_at_most_once
+from ..racing import sample_discrete, sample_discrete_exact
+from ..racing.race import _run_at_most_once, first_batch_spread
 from ..racing.discrete import check_tie_share
 from .control import DataSpaceControlVariate
-from .mh import RacingMH
+from .mh import _SPREAD_MIN_NATS, _SPREAD_RATIO_MAX, RacingMH
 from .model import (InitOnceKernel, ModelSubsampler, check_delta, check_init_params, check_method, check_model,
                     full_data_model)
 
@@ -44,6 +46,11 @@ class RacingGibbsState(NamedTuple):
     rng_key: jax.Array
     proxy_cache: Any = None  # an inner RacingMH's Taylor proxies, one per discrete configuration
     proxy_cached: Any = None  # bool [configurations]: which entries of proxy_cache are built
+    #: draws every discrete value exactly (from all the data), decided at init: a few data carry most of
+    #: the spread of some arm's log-likelihood differences (see RacingGibbs, "Rare influential data")
+    exact_mode: Any = False
+    #: at init, the largest se_all / se_typical of first_batch_spread over the arms against the leader
+    spread_ratio: Any = jnp.nan
 
     @property
     def accept_prob(self) -> jax.Array:
@@ -144,6 +151,15 @@ class RacingGibbs(InitOnceKernel):
                     f"{fn.batch_shape + fn.event_shape}"
                 )
             self._supports[name] = jnp.reshape(fn.enumerate_support(expand=False), (-1,))
+        if ms.moving_supports_discrete and self.race_options["method"] != "exact":
+            name, kind = next(iter(ms.moving_supports_discrete.items()))
+            raise ValueError(
+                f"observed site {name!r} has a support that moves with the discrete sites ({kind}: its bounds "
+                f"change with {list(ms.discrete_sites)}, as y ~ Uniform(0, k + 1)): a value that puts one data "
+                "point outside the support has probability 0, and a race that has not read that point cannot "
+                "see it, so RacingGibbs would draw impossible values. Use method='exact' (reads all the data "
+                "at each draw), or NumPyro's DiscreteHMCGibbs / MixedHMC, or reparameterise the likelihood so "
+                "that its support does not depend on the discrete sites")
         if ms.continuous_sites and self.inner_kernel is None:
             raise ValueError(
                 f"continuous latent sites {list(ms.continuous_sites)} need an inner_kernel "
@@ -191,8 +207,28 @@ class RacingGibbs(InitOnceKernel):
             states = [self._init_one(k, num_warmup, None if init_params is None else
                                      jax.tree.map(lambda v, c=c: v[c], init_params), model_args, model_kwargs)
                       for c, k in enumerate(rng_key)]
-            return jax.tree.map(lambda *v: jnp.stack(v), *states)
-        return self._init_one(rng_key, num_warmup, init_params, model_args, model_kwargs)
+            state = jax.tree.map(lambda *v: jnp.stack(v), *states)
+        else:
+            state = self._init_one(rng_key, num_warmup, init_params, model_args, model_kwargs)
+        self._warn_concentrated(state)
+        return state
+
+    def _warn_concentrated(self, state):
+        """A warning naming the rare-influential-data check for chains it sent to exact draws."""
+        if isinstance(state.exact_mode, jax.core.Tracer):
+            return
+        exact = np.atleast_1d(np.asarray(state.exact_mode))
+        if np.any(exact):
+            ratio = float(np.max(np.atleast_1d(np.asarray(state.spread_ratio))[exact]))
+            seen = "some values give some data points probability 0" if ratio == np.inf else (
+                f"a first batch of {self.race_options['first_batch']} typically sees 1/{ratio:.0f} of their sd")
+            warnings.warn(
+                f"RacingGibbs: {int(exact.sum())} of {exact.size} chains draw the discrete sites exactly (all N data "
+                "for every value at every step): a few data carry most of the differences between the values' "
+                f"log-likelihoods ({seen}: rare events, a probability of 0 or a few extreme rows), so a race "
+                "would miss them and err beyond delta without any sign in the draws. For a race, make the "
+                "differences less concentrated (keep probabilities away from 0) or pass a DataSpaceControlVariate "
+                "whose exactly-read points cover those data.", UserWarning, stacklevel=4)
 
     def _init_one(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
         ms = self._ms
@@ -205,6 +241,7 @@ class RacingGibbs(InitOnceKernel):
             inner_state = self.inner_kernel.init(key_inner, num_warmup, init_params or None, model_args,
                                                  self._inner_kwargs(model_kwargs, discrete))
         z = {**discrete, **({} if inner_state is None else inner_state.z)}
+        exact_mode, ratio = self._concentration(inner_state, discrete, model_args, model_kwargs)
         cache, cached = None, None
         if self._caches_proxy(inner_state):
             size = self._num_configurations()
@@ -212,7 +249,53 @@ class RacingGibbs(InitOnceKernel):
             cache = jax.tree.map(lambda p: jnp.zeros((size,) + p.shape, p.dtype).at[c].set(p), inner_state.proxy)
             cached = jnp.zeros((size,), bool).at[c].set(True)
         return RacingGibbsState(z, inner_state, jnp.array(0, jnp.int32), jnp.array(0, jnp.int32), key,
-                                cache, cached)
+                                cache, cached, exact_mode, ratio)
+
+    def _concentration(self, inner_state, discrete, model_args, model_kwargs):
+        """``(exact_mode, ratio)``: whether this chain draws its discrete values exactly, and the largest
+        ``se_all / se_typical`` (:func:`~subsample_mcmc.racing.race.first_batch_spread`) of the per-datum
+        log-likelihood differences of each value of each discrete site against the most probable value
+        at the start (inf where a value gives some, but not all, data points probability 0).  Exact
+        where that ratio exceeds RacingMH's threshold (5) with a stage-1 sd above 0.01 nats: a first
+        batch would miss the few data that decide the draw (a Bernoulli probability 0 at a rare 1, a
+        rare extreme row) and the race would err beyond ``delta`` without a sign.  One full-data pass
+        per value, once per chain; not with ``method='exact'`` or a control variate (whose exactly-read
+        points are the remedy), nor when the arguments are traced."""
+        off = (jnp.asarray(False), jnp.asarray(jnp.nan, jnp.float32))
+        if self.race_options["method"] == "exact" or self.control_variate is not None:
+            return off
+        ms, m = self._ms, self.race_options["first_batch"]
+        try:
+            continuous = self._continuous_values(inner_state, model_args, model_kwargs, discrete)
+            every = jnp.arange(ms.size)
+            worst, exact = 0.0, False
+            for name in ms.discrete_sites:
+                support = self._supports[name]
+
+                def per_datum(v, name=name):
+                    values = {**continuous, **discrete, name: v.astype(jnp.asarray(discrete[name]).dtype)}
+                    return ms.log_likelihood(values, every, model_args, model_kwargs)
+
+                totals = jax.device_get(jax.lax.map(lambda v: jnp.sum(per_datum(v)), support))
+                if not np.any(np.isfinite(totals)):
+                    continue  # no value possible here: the step's exact fallback draws
+                lead = support[int(np.nanargmax(np.where(np.isfinite(totals), totals, -np.inf)))]
+
+                def spread(v, lead=lead, per_datum=per_datum):
+                    d = per_datum(v) - per_datum(lead)
+                    finite = jnp.isfinite(d)
+                    se_all, se_typ, _ = first_batch_spread(jnp.where(finite, d, 0.0), m)
+                    some = jnp.any(~finite) & jnp.any(finite)  # partly impossible: a race may miss it
+                    return jnp.where(some, jnp.inf, se_all / jnp.maximum(se_typ, jnp.finfo(d.dtype).tiny)), \
+                        jnp.where(some, jnp.inf, se_all)
+
+                ratios, ses = (np.nan_to_num(np.asarray(a, np.float64), nan=0.0)
+                               for a in jax.device_get(jax.lax.map(spread, support)))
+                worst = max(worst, float(np.max(ratios)))
+                exact = exact or bool(np.any((ratios > _SPREAD_RATIO_MAX) & (ses > _SPREAD_MIN_NATS)))
+        except jax.errors.ConcretizationTypeError:  # traced arguments: nothing to measure
+            return off
+        return jnp.asarray(exact), jnp.asarray(worst, jnp.float32)
 
     def _num_configurations(self) -> int:
         size = 1
@@ -262,13 +345,34 @@ class RacingGibbs(InitOnceKernel):
             if self.control_variate is not None:
                 arm_values = jax.vmap(values_at)(support)
                 options["control_variate"] = self.control_variate.for_arms(arm_values)
-            draw = sample_discrete(k, log_prior, rewards, population_size=ms.size, **options)
-            ok = draw.value >= 0
-            new = support[jnp.maximum(draw.value, 0)].astype(discrete[name].dtype)
+            def race(_, k=k, log_prior=log_prior, rewards=rewards, options=options):
+                d = sample_discrete(k, log_prior, rewards, population_size=ms.size, **options)
+                return d.value, d.race.nonfinite, d.race.num_points_computed, d.race.num_stages
+
+            def skip(_):  # exact mode: the exact draw below does it all
+                zero = jnp.zeros((), jnp.int32)
+                return jnp.full((), -1, jnp.int32), jnp.asarray(True), zero, zero
+
+            value, nonfinite, computed, num_stages = jax.lax.cond(state.exact_mode, skip, race, None)
+
+            # a race that met a non-finite log-likelihood (a value of probability 0 at some datum, or a
+            # start where the current values have probability 0) stops without a draw: draw exactly
+            # from every value's full-data sum instead, the same Gumbel noise, -inf = probability 0
+            def exact_draw(_, k=k, log_prior=log_prior, values_at=values_at):
+                every = jnp.arange(ms.size)
+                totals = jax.lax.map(
+                    lambda v: jnp.sum(ms.log_likelihood(values_at(v), every, model_args, model_kwargs)), support)
+                return sample_discrete_exact(k, log_prior, totals)
+
+            value = _run_at_most_once(nonfinite, exact_draw, value)
+            ok = value >= 0
+            new = support[jnp.maximum(value, 0)].astype(discrete[name].dtype)
             discrete = {**discrete, name: jnp.where(ok, new, discrete[name])}
-            # every arm at every computed point (all D arms of each chunk are evaluated)
-            evals = evals + (draw.race.num_points_computed * support.shape[0]).astype(jnp.int32)
-            stages = stages + draw.race.num_stages
+            # every arm at every computed point (all D arms of each chunk are evaluated), and the
+            # exact draw's full pass when it ran
+            evals = evals + (computed * support.shape[0]).astype(jnp.int32)
+            evals = evals + jnp.where(nonfinite, ms.size * support.shape[0], 0).astype(jnp.int32)
+            stages = stages + num_stages.astype(jnp.int32)
         inner_state = state.inner_state
         cache, cached = state.proxy_cache, state.proxy_cached
         if self.inner_kernel is not None:
@@ -300,7 +404,7 @@ class RacingGibbs(InitOnceKernel):
         z = {**discrete, **({} if inner_state is None else inner_state.z)}
         # int32 as at init, also under jax_enable_x64 (the scan carry must keep its dtype)
         return RacingGibbsState(z, inner_state, jnp.asarray(evals, jnp.int32), jnp.asarray(stages, jnp.int32), key,
-                                cache, cached)
+                                cache, cached, state.exact_mode, state.spread_ratio)
 
     def postprocess_fn(self, model_args, model_kwargs):
         """The discrete values, the inner kernel's postprocessed values and the

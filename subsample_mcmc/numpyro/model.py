@@ -524,18 +524,22 @@ class ModelSubsampler:
             self._check_data_lengths(proto, model_args, model_kwargs)
             self._check_subsample_consistency(model_args, model_kwargs)
             #: {site: support name} of the data sites whose support bounds move with the latent values
-            self.moving_supports = self._moving_supports(model_args, model_kwargs)
-            latent_moving = {k: v for k, v in self.moving_supports.items() if k in self.continuous_sites}
+            self.moving_supports, moving_discrete = self._moving_supports(model_args, model_kwargs)
+            latent_moving = {k: v for k, v in {**moving_discrete, **self.moving_supports}.items()
+                             if k in self.continuous_sites}
             if latent_moving:
                 name, kind = next(iter(latent_moving.items()))
                 raise ValueError(
                     f"latent site {name!r} has a support that moves with the other latent sites ({kind}: its "
-                    "bounds change when they do, as b in b ~ Uniform(0, a)): the racing kernels map each latent "
+                    "bounds change when they do, as b in b ~ Uniform(0, a) or b ~ Uniform(0, k + 1) with k "
+                    "discrete): the racing kernels map each latent "
                     "site to the unconstrained space by a fixed transform, taken at the model's prototype, and "
                     "would sample it within the wrong bounds. Give it a fixed support, e.g. "
                     "u = numpyro.sample('u', dist.Uniform(0, 1)); b = numpyro.deterministic('b', a * u), or use "
                     "NumPyro's NUTS for this model.")
             self.moving_supports = {k: v for k, v in self.moving_supports.items() if k in self.data_sites}
+            #: {site: support name} of the data sites whose support bounds move with the discrete sites
+            self.moving_supports_discrete = {k: v for k, v in moving_discrete.items() if k in self.data_sites}
         except ValueError as e:
             e.plate_size = self.size
             raise
@@ -656,29 +660,45 @@ class ModelSubsampler:
 
         return self._map_data(take, model_args, dict(model_kwargs or {}))
 
-    def _moving_supports(self, model_args, model_kwargs) -> dict:
-        """``{site: support name}`` of the continuous latent and observed data sites whose support
-        bounds change when the latent values move (e.g. ``Uniform(0, theta)``).  Checked on a few
-        data points at two latent points (the prototype and one shifted by 0.7 on the
-        unconstrained scale); empty when the arguments are traced (nothing to compare)."""
+    def _moving_supports(self, model_args, model_kwargs) -> tuple:
+        """Which continuous latent and observed data sites have support bounds that change when
+        the latent values move (e.g. ``Uniform(0, theta)``, or ``Uniform(0, k + 1)`` with ``k``
+        discrete): ``({site: support name} moving with the continuous sites, {site: support name}
+        moving with the discrete sites)``.  Checked on a few data points: at the prototype, at a
+        point shifted by 0.7 on the unconstrained scale, and with each discrete site set to the
+        first and the last value of its support in turn; empty when the arguments are traced."""
         try:
             unc = self.unconstrained_prototype()
+            proto = self.constrain(unc)
             idx = jnp.arange(min(8, self.size))
             traces = [self._trace(self.constrain({k: v + shift for k, v in unc.items()}), idx, model_args,
                                   model_kwargs) for shift in (0.0, 0.7)]
-        except Exception:  # noqa: BLE001 -- traced model arguments: nothing to compare
-            return {}
-        moving = {}
-        for name in self.continuous_sites + self.data_sites:
-            supports = [t[name]["fn"].support for t in traces]
-            for attr in ("lower_bound", "upper_bound"):
-                if not hasattr(supports[0], attr):
+            discrete_traces = []
+            for name in self.discrete_sites:
+                fn = self.prototype_trace[name]["fn"]
+                if not fn.has_enumerate_support:
                     continue
-                a, b = (np.asarray(getattr(sup, attr), np.float64) for sup in supports)
-                if a.shape != b.shape or not np.allclose(a, b, equal_nan=True):
-                    moving[name] = type(supports[0]).__name__.strip("_")
-                    break
-        return moving
+                support = fn.enumerate_support(expand=True)
+                discrete_traces += [self._trace({**proto, name: support[i]}, idx, model_args, model_kwargs)
+                                    for i in (0, -1)]
+        except Exception:  # noqa: BLE001 -- traced model arguments: nothing to compare
+            return {}, {}
+
+        def moving(trs):
+            out = {}
+            for name in self.continuous_sites + self.data_sites:
+                supports = [t[name]["fn"].support for t in trs]
+                for attr in ("lower_bound", "upper_bound"):
+                    if not hasattr(supports[0], attr):
+                        continue
+                    bounds = [np.asarray(getattr(sup, attr), np.float64) for sup in supports]
+                    if any(b.shape != bounds[0].shape or not np.allclose(b, bounds[0], equal_nan=True)
+                           for b in bounds[1:]):
+                        out[name] = type(supports[0]).__name__.strip("_")
+                        break
+            return out
+
+        return moving(traces), (moving(traces[:1] + discrete_traces) if discrete_traces else {})
 
     def _trace(self, values, idx, model_args, model_kwargs):
         args, kwargs = self._slice(idx, model_args, dict(model_kwargs or {}))
@@ -695,16 +715,17 @@ class ModelSubsampler:
     def _plate_dim(self, site) -> int:
         return [f.dim for f in site["cond_indep_stack"] if f.name == self.plate][0]
 
-    def _per_datum(self, site, m: int, tr=None):
+    def _per_datum(self, site, m: int, tr):
         """``[m]`` log-likelihoods of the ``m`` data points of a data site in trace ``tr``, weighted
         by the model's own scale (``handlers.scale``: per-datum weights).  NumPyro's plate also
         scales its sites, by the size the model gave it over the number of indices
-        (:class:`PlateIndices` records that size): that factor is divided out."""
+        (:class:`PlateIndices` records that size in the plate's entry of ``tr``, the trace the site
+        comes from): that factor is divided out."""
         lp = site["fn"].log_prob(site["value"])
         if site.get("mask") is not None:
             lp = jnp.where(site["mask"], lp, 0.0)
         if site.get("scale") is not None:
-            size_in_model = (tr or {}).get(self.plate, {}).get("size_in_model", m)
+            size_in_model = tr.get(self.plate, {}).get("size_in_model", m)
             plate_factor = size_in_model / m if size_in_model != m else 1.0
             lp = lp * (site["scale"] / plate_factor)
         dim = self._plate_dim(site)

@@ -350,7 +350,14 @@ class ModelSelection(InitOnceKernel):
         for j, (name, kern) in enumerate(zip(self.names, self.kernels)):
             key_j = keys[:, j] if self._vectorized else keys[j]
             params = None if init_params is None else init_params.get(name)
-            st = kern.init(key_j, num_warmup, params, model_args, model_kwargs)
+            try:
+                st = kern.init(key_j, num_warmup, params, model_args, model_kwargs)
+            except ValueError as e:
+                text = str(e)
+                if "not finite at the start" in text and "outside the likelihood's support" in text:
+                    text += (f". If the data are impossible under model {name!r} at any parameter value, its "
+                             "posterior probability is 0: leave it out of the candidates")
+                raise ValueError(f"model {name!r}: {text}") from e
             self._check_control_variate(name, kern, st, model_args, model_kwargs)  # before the pseudoprior fit
             g = self._pseudoprior(name, kern, st, model_args, model_kwargs)
             if self._vectorized and jnp.ndim(g.mean) == 1:  # one fit serves every chain
@@ -677,18 +684,21 @@ class ModelSelection(InitOnceKernel):
             # num_likelihood_evals). The exact draw appears once in the program, for both uses.
             checked = (jnp.asarray(self.check_decisions > 0) & ~state.exact_model_draw
                        & (state.i % max(self.check_decisions, 1) == 0))
-            with jax.named_scope("model_exact_draw"):
-                exact_value = jax.lax.cond(state.exact_model_draw | checked, lambda _: by_exact(None)[0],
-                                           lambda _: jnp.full((), -1, jnp.int32), None)
-
             def skip_race(_):
                 return jnp.full((), -1, jnp.int32), jnp.zeros((), jnp.float32), jnp.zeros((), jnp.int32)
 
             with jax.named_scope("model_race"):
                 raced, race_points_cost, stages = jax.lax.cond(state.exact_model_draw, skip_race, by_race, None)
-            value = jnp.where(state.exact_model_draw, exact_value, raced)
+            # a race that met a non-finite log-likelihood stops without a draw (-1): the exact draw replaces
+            # it (-inf totals: models of probability 0), its full pass counted
+            fallback = ~state.exact_model_draw & (raced < 0)
+            with jax.named_scope("model_exact_draw"):
+                exact_value = jax.lax.cond(state.exact_model_draw | checked | fallback, lambda _: by_exact(None)[0],
+                                           lambda _: jnp.full((), -1, jnp.int32), None)
+            value = jnp.where(state.exact_model_draw | fallback, exact_value, raced)
             cost = jnp.where(state.exact_model_draw, jnp.asarray(num * self._size, jnp.float32), race_points_cost)
-            disagrees = checked & (jnp.where(exact_value >= 0, exact_value, k) != jnp.where(raced >= 0, raced, k))
+            cost = cost + jnp.where(fallback, jnp.asarray(num * self._size, jnp.float32), 0.0)
+            disagrees = checked & ~fallback & (jnp.where(exact_value >= 0, exact_value, k) != jnp.where(raced >= 0, raced, k))
         else:
             with jax.named_scope("model_exact_draw"):
                 value, cost, stages = by_exact(None)

@@ -132,10 +132,12 @@ def sample_discrete_exact(key: jax.Array, log_f0: jax.Array, totals: jax.Array) 
     r"""Eq. 2 itself from the full sums ``totals[i] = sum_n log f_n(i)``:
     ``argmax_i log f0(i) + totals[i] + eps_i`` with the Gumbel noise :func:`sample_discrete`
     draws on the same ``key`` (so it is the exact draw coupled to the race, without the
-    race's reading machinery: the caller sums the data however it reads fastest).  Returns
-    the index as int32, or ``-1`` when a total is not finite (as a race that met a
-    non-finite reward)."""
+    race's reading machinery: the caller sums the data however it reads fastest).  A total of
+    ``-inf`` (some datum has probability 0 under value ``i``) gives ``i`` probability 0, as in
+    Eq. 2.  Returns the index as int32, or ``-1`` when a total is NaN or ``+inf`` or every
+    value has probability 0 (nothing to draw)."""
     log_f0, totals = jnp.asarray(log_f0), jnp.asarray(totals)
     gumbel, _ = _gumbel(key, log_f0.shape[0])
     score = log_f0.astype(totals.dtype) + totals + gumbel.astype(totals.dtype)
-    return jnp.where(jnp.all(jnp.isfinite(totals)), jnp.argmax(score), -1).astype(jnp.int32)
+    ok = ~jnp.any(jnp.isnan(score) | (score == jnp.inf)) & jnp.any(jnp.isfinite(score))
+    return jnp.where(ok, jnp.argmax(score), -1).astype(jnp.int32)

@@ -59,7 +59,7 @@ from .bounds import ConfidenceBound
 from .permutation import index_stream
 from .schedule import doubling_schedule
 
-__all__ = ["RaceResult", "run_race", "tail_guard", "guard_minimum_sample", "pair_moments"]
+__all__ = ["RaceResult", "run_race", "tail_guard", "guard_minimum_sample", "pair_moments", "first_batch_spread"]
 
 VARIANCES = ("pairwise", "marginal")
 
@@ -160,6 +160,33 @@ def pair_moments(count, sum1, sum2, sum3, sum4):
     skew = jnp.where(ok, mu3 / jnp.maximum(mu2, tiny) ** 1.5, 0.0)
     kurt = jnp.where(ok, mu4 / jnp.maximum(mu2, tiny) ** 2, 3.0)
     return skew, kurt
+
+
+def first_batch_spread(differences: jax.Array, batch: int) -> tuple[jax.Array, jax.Array, jax.Array]:
+    r"""What a race's first batch sees of the spread of the reward differences of two arms, against
+    the truth (from all ``N`` of them).
+
+    The race reads ``D_n`` (``differences``, shape ``[N]``); its stage-1 width is ``B N s / sqrt(m)``
+    with ``s`` the sample sd of ``m = batch`` of them, and Racing-Normal's error promise (Eq. 9) needs
+    ``s`` close to the population ``sigma_D``.  When a few data carry most of the spread, a batch of
+    ``m`` misses them with probability ``(1 - q)^m``: the points in the top fraction
+    ``q = 1 - 2^(-1/m)`` of ``|D_n - mean D|`` are missed by at least half of all batches.  Returns
+    ``(se_all, se_typical, guard_sample)``: ``N sigma / sqrt(m)`` over all the data and over the data
+    without that top fraction (in nats); ``se_all / se_typical`` near 1: the first batch sees the
+    spread, far above 1: most races decide on a width too narrow by that factor, and no sample-based
+    guard can tell.  ``guard_sample``: the heavy-tail guard's minimum sample
+    (:func:`guard_minimum_sample`) at the population skewness and kurtosis of the ``D_n``.  Traceable.
+    """
+    d = jnp.asarray(differences)
+    n, m = d.shape[0], int(batch)
+    c = d - jnp.mean(d)
+    top = jnp.quantile(jnp.abs(c), 0.5 ** (1.0 / m))  # 1 - q
+    scale = n / jnp.sqrt(jnp.asarray(m, c.dtype))
+    u = c / jnp.maximum(jnp.sqrt(jnp.mean(c * c)), jnp.finfo(c.dtype).tiny)  # standardised: no underflow of c^4
+    skew, kurt = pair_moments(jnp.asarray(n, c.dtype), jnp.sum(u), jnp.sum(u ** 2), jnp.sum(u ** 3), jnp.sum(u ** 4))
+    return (scale * jnp.sqrt(jnp.mean(c * c)),
+            scale * jnp.sqrt(jnp.mean(jnp.where(jnp.abs(c) <= top, c, 0.0) ** 2)),
+            guard_minimum_sample(skew, kurt))
 
 
 def tail_guard(count, skew, kurt, b, population_size):
