@@ -494,3 +494,46 @@ def test_check_decisions_error_rate_within_delta_and_pseudopriors_reused():
     for bad in (0.5, -1, "yes"):
         with pytest.raises(ValueError, match="check_decisions must be True, False or an integer"):
             ModelSelection(pm.polynomial_models(DEGREES), check_decisions=bad)
+
+
+def _location_scale(family):
+    def model(y):
+        mu = numpyro.sample("mu", dist.Normal(0.0, 10.0))
+        s = numpyro.sample("s", dist.HalfNormal(5.0))
+        with numpyro.plate("data", y.shape[0]):
+            numpyro.sample("y", family(mu, s), obs=y)
+
+    return model
+
+
+def test_a_kinked_candidate_draws_the_model_index_exactly():
+    """A Laplace candidate beside a Student-t one: the Laplace likelihood's kink makes its Taylor proxy
+    linear (Hessian 0 per datum), so the model race, which reads the proxies' residuals, disagreed with
+    the exact draw in 8-9% of checked draws at delta = 0.05 (a fresh user's trial; p(laplace) 6.5-7.8
+    standard errors high).  The Laplace model's RacingMH init finds the kink and samples by the exact
+    step, and ModelSelection then draws the model index exactly; p(laplace) matches a grid evidence."""
+    from scipy import stats
+    from scipy.special import logsumexp
+
+    rng = np.random.default_rng(0)
+    n = 3000
+    y = 0.7 + 1.5 * np.where(rng.uniform(size=n) < 0.5, rng.logistic(size=n), 0.8 * rng.standard_t(5, size=n))
+    models = {"laplace": _location_scale(dist.Laplace), "t5": _location_scale(lambda m, s: dist.StudentT(5.0, m, s))}
+    mcmc = MCMC(ModelSelection(models), num_warmup=400, num_samples=2000, progress_bar=False)
+    with pytest.warns(UserWarning, match="not twice differentiable"):
+        mcmc.run(jax.random.PRNGKey(0), y)
+    assert bool(mcmc.last_state.exact_model_draw)
+
+    def log_evidence(f, loc, sc):
+        se = 4 * sc / np.sqrt(n)
+        mus, scs = np.linspace(loc - 4 * se, loc + 4 * se, 121), np.linspace(sc - 4 * se, sc + 4 * se, 121)
+        grid = np.array([[np.sum(f.logpdf((y - m) / s)) - n * np.log(s) for s in scs] for m in mus])
+        grid += stats.norm.logpdf(mus, 0, 10)[:, None] + stats.halfnorm.logpdf(scs, scale=5)[None, :]
+        return logsumexp(grid) + np.log(mus[1] - mus[0]) + np.log(scs[1] - scs[0])
+
+    log_z = np.array([log_evidence(stats.laplace, *stats.laplace.fit(y)),
+                      log_evidence(stats.t(5), *stats.t.fit(y, fix_df=5)[1:])])
+    exact = np.exp(log_z - logsumexp(log_z))
+    post = model_posterior(mcmc)
+    z = (np.asarray(post.probabilities) - exact) / np.asarray(post.stderr)
+    assert np.all(np.abs(z) < 4), (post, exact)

@@ -87,3 +87,31 @@ def test_third_derivative_sum_is_the_glm_closed_form(x64):
 def test_order_other_than_two_or_three_is_refused():
     with pytest.raises(ValueError, match="order must be 2 or 3"):
         taylor_proxy(lambda t, i: jnp.zeros(i.shape), jnp.zeros(2), 10, order=4)
+
+
+def test_curvature_mismatch_tells_a_kink_from_a_smooth_likelihood():
+    """``curvature_mismatch``: the full-data second differences of a smooth (logistic) log-likelihood
+    agree with the proxy's Hessian (mismatch near 0); an L1 (Laplace) regression's per-datum Hessians
+    are 0 almost everywhere while its sum is curved through the data that cross the kink (near 1)."""
+    from subsample_mcmc.kernels.proxy import curvature_mismatch
+
+    x, y = _logistic_data()
+    ll = _ll(x, y)
+    every = jnp.arange(N)
+    theta = jnp.asarray([0.3, -1.0, 0.5, 0.8], jnp.float32)
+    proxy = taylor_proxy(ll, theta, N)
+    directions = 0.05 * jax.random.normal(jax.random.PRNGKey(0), (6, P))
+    sums = jax.vmap(lambda t: jnp.sum(ll(t, every)))
+    smooth = curvature_mismatch(sums, proxy, theta, directions)
+    assert float(jnp.max(smooth)) < 0.1, smooth
+
+    resid = jnp.asarray(x @ np.array([0.3, -1.0, 0.5, 0.8]) + np.random.default_rng(1).laplace(size=N), jnp.float32)
+    xj = jnp.asarray(x, jnp.float32)
+
+    def l1(t, idx):
+        return -jnp.abs(resid[idx] - xj[idx] @ t)
+
+    proxy1 = taylor_proxy(l1, theta, N)
+    assert float(jnp.max(jnp.abs(proxy1.hess_sum))) == 0.0
+    kinked = curvature_mismatch(jax.vmap(lambda t: jnp.sum(l1(t, every))), proxy1, theta, directions)
+    assert float(jnp.min(kinked)) > 0.9, kinked

@@ -44,7 +44,8 @@ import jax.numpy as jnp
 
 from ..racing.race import first_batch_spread
 
-__all__ = ["TaylorProxy", "taylor_proxy", "proxy_sum", "proxy_per_datum", "proxy_residual", "residual_spread"]
+__all__ = ["TaylorProxy", "taylor_proxy", "proxy_sum", "proxy_per_datum", "proxy_residual", "residual_spread",
+           "curvature_mismatch"]
 
 
 class TaylorProxy(NamedTuple):
@@ -192,3 +193,26 @@ def residual_spread(log_likelihood_fn: Callable, proxy: TaylorProxy, first: jax.
     idx = jnp.minimum(jnp.arange(num * chunk).reshape(num, chunk), n - 1)
     d = jax.lax.map(lambda i: residual(second, i) - residual(first, i), idx).reshape(-1)[:n]
     return first_batch_spread(d, batch)
+
+
+def curvature_mismatch(log_likelihood_sums: Callable, proxy: TaylorProxy, center: jax.Array,
+                       directions: jax.Array) -> jax.Array:
+    r"""How far the proxy's curvature is from the full-data log-likelihood's, along ``directions``.
+
+    For each direction ``v`` (rows of ``[M, p]``) the second difference of the full-data log-likelihood
+    ``L(c + v) + L(c - v) - 2 L(c)`` (``log_likelihood_sums``: ``[K, p] -> [K]`` full-data sums) against
+    the proxy's ``v^T H v`` (``H = sum_n H_n``, its Hessian sum; the second difference of a quadratic).
+    For a twice-differentiable likelihood they agree up to third-order terms; where the log-density has a
+    kink in the parameters (``|y - mu|`` of a Laplace or quantile likelihood, a hinge), automatic
+    differentiation gives ``H_n = 0`` almost everywhere while ``L`` is curved, through the data that cross
+    the kink: the proxy's residuals then sit on those few data, which a race's first batch misses.
+    Returns, per direction, ``|second difference - v^T H v| / max(|second difference|, |v^T H v|, 1)``
+    (near 0: the proxy's curvature is the likelihood's; near 1: it misses most of it).  Traceable;
+    ``2 M + 1`` full-data sums."""
+    c = jnp.asarray(center)
+    v = jnp.asarray(directions, c.dtype)
+    sums = log_likelihood_sums(jnp.concatenate([c[None], c + v, c - v]))
+    m = v.shape[0]
+    second = sums[1:m + 1] + sums[m + 1:] - 2.0 * sums[0]
+    quadratic = jnp.einsum("mi,ij,mj->m", v, proxy.hess_sum.astype(c.dtype), v)
+    return jnp.abs(second - quadratic) / jnp.maximum(jnp.maximum(jnp.abs(second), jnp.abs(quadratic)), 1.0)

@@ -377,13 +377,23 @@ class ModelSelection(InitOnceKernel):
                 pseudopriors=tuple(pseudo), log_prior_adjustment=adjust,
                 num_likelihood_evals=jnp.zeros((), jnp.int32), race_stage=jnp.zeros((), jnp.int32),
                 mh_race_stage=jnp.zeros((), jnp.int32), accept_prob=jnp.zeros((), jnp.float32), rng_key=key,
-                exact_model_draw=jnp.asarray(self.race_options["method"] == "exact"),
+                exact_model_draw=jnp.asarray(self.race_options["method"] == "exact") | self._kinked(inner),
                 race_cost=jnp.zeros((), jnp.float32), model_draw_checked=jnp.zeros((), bool),
                 model_draw_disagrees=jnp.zeros((), bool), **features)
 
         if self._vectorized:
             return jax.vmap(build)(key_state, tuple(inner), tuple(pseudo), adjust)
         return build(key_state, inner, pseudo, adjust)
+
+    def _kinked(self, inner):
+        """Whether some model's likelihood has a kink in its parameters (its RacingMH init found the
+        Taylor proxy's curvature far from the likelihood's: ``residual_spread_ratio`` inf, the chain in
+        exact mode): the model race, which reads the proxies' residuals, would decide on the few data near
+        the kink without reading them, so the model index is drawn exactly (with user control variates,
+        which replace the proxies in the race, it is not)."""
+        if self.control_variates is not None:
+            return jnp.asarray(False)
+        return jnp.any(jnp.stack([jnp.isinf(st.residual_spread_ratio) & st.exact_mode for st in inner]))
 
     def _pseudoprior(self, name, kern, st, model_args, model_kwargs):
         """Model ``j``'s pseudoprior (``pseudoprior`` of the constructor): the Laplace Gaussian
