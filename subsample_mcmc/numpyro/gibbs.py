@@ -148,7 +148,8 @@ class RacingGibbs(InitOnceKernel):
             if fn.batch_shape or fn.event_shape:
                 raise ValueError(
                     f"RacingGibbs updates scalar discrete sites; site {name!r} has shape "
-                    f"{fn.batch_shape + fn.event_shape}"
+                    f"{fn.batch_shape + fn.event_shape}: write it as one scalar site per entry, e.g. "
+                    f"[numpyro.sample(f'{name}_{{i}}', ...) for i in range(...)] stacked with jnp.stack"
                 )
             self._supports[name] = jnp.reshape(fn.enumerate_support(expand=False), (-1,))
         if ms.moving_supports_discrete and self.race_options["method"] != "exact":
