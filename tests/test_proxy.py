@@ -100,7 +100,7 @@ def test_curvature_mismatch_tells_a_kink_from_a_smooth_likelihood():
     every = jnp.arange(N)
     theta = jnp.asarray([0.3, -1.0, 0.5, 0.8], jnp.float32)
     proxy = taylor_proxy(ll, theta, N)
-    directions = 0.05 * jax.random.normal(jax.random.PRNGKey(0), (6, P))
+    directions = 0.2 * jax.random.normal(jax.random.PRNGKey(0), (6, P))  # about the posterior's scale
     sums = jax.vmap(lambda t: jnp.sum(ll(t, every)))
     smooth = curvature_mismatch(sums, proxy, theta, directions)
     assert float(jnp.max(smooth)) < 0.1, smooth
@@ -114,4 +114,4 @@ def test_curvature_mismatch_tells_a_kink_from_a_smooth_likelihood():
     proxy1 = taylor_proxy(l1, theta, N)
     assert float(jnp.max(jnp.abs(proxy1.hess_sum))) == 0.0
     kinked = curvature_mismatch(jax.vmap(lambda t: jnp.sum(l1(t, every))), proxy1, theta, directions)
-    assert float(jnp.min(kinked)) > 0.9, kinked
+    assert float(jnp.median(kinked)) > 0.9, kinked  # the kernel's statistic: the median over directions
