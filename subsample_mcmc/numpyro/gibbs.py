@@ -282,8 +282,10 @@ class RacingGibbs(InitOnceKernel):
                     continue  # no value possible here: the step's exact fallback draws
                 lead = support[int(np.nanargmax(np.where(np.isfinite(totals), totals, -np.inf)))]
 
-                def spread(v, lead=lead, per_datum=per_datum):
-                    d = per_datum(v) - per_datum(lead)
+                lead_terms = per_datum(lead)  # once, not once per value
+
+                def spread(v, lead_terms=lead_terms, per_datum=per_datum):
+                    d = per_datum(v) - lead_terms
                     finite = jnp.isfinite(d)
                     se_all, se_typ, _ = first_batch_spread(jnp.where(finite, d, 0.0), m)
                     some = jnp.any(~finite) & jnp.any(finite)  # partly impossible: a race may miss it
