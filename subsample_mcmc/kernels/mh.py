@@ -234,8 +234,10 @@ def build_kernel(
             def known(x):
                 return log_prior_fn(x) + proxy_sum(proxy, x)
 
-        def both(idx):
-            return jnp.stack([residual(position, idx), residual(new, idx)])
+        arms = jnp.stack([position, new])
+
+        def both(idx):  # one traced copy of the likelihood for the two arms (vmapped), not two
+            return jax.vmap(residual, in_axes=(0, None))(arms, idx)
 
         lp_cur, lp_new = known(position), known(new)
         accept, race = racing_mh_accept(key_accept, both, n, lp_cur, lp_new, log_fwd, log_bwd, **options)

@@ -83,11 +83,26 @@ def taylor_proxy(
     reference = jnp.asarray(reference)  # NumPy float64 becomes JAX's default float (x64 off: float32)
     p = reference.shape[0]
 
-    def sums(idx):
-        total = lambda th: jnp.sum(log_likelihood_fn(th, idx))  # noqa: E731
-        v, g = jax.value_and_grad(total)(reference)
-        out = (v, g, jax.hessian(total)(reference))
-        return out + (jax.jacfwd(jax.hessian(total))(reference),) if order == 3 else out
+    def sums(idx, valid):
+        # the chunk's sum, its gradient and Hessian (and third derivatives) from one traced copy of the
+        # likelihood: forward over reverse, the value and gradient carried as auxiliary outputs
+        def total(th):
+            return jnp.sum(jnp.where(valid, log_likelihood_fn(th, idx), 0.0))
+
+        def value_and_gradient(th):
+            v, g = jax.value_and_grad(total)(th)
+            return g, (v, g)
+
+        if order == 2:
+            h, (v, g) = jax.jacfwd(value_and_gradient, has_aux=True)(reference)
+            return v, g, h
+
+        def with_hessian(th):
+            h, (v, g) = jax.jacfwd(value_and_gradient, has_aux=True)(th)
+            return h, (v, g, h)
+
+        t, (v, g, h) = jax.jacfwd(with_hessian, has_aux=True)(reference)
+        return v, g, h, t
 
     zeros = (jnp.zeros((), reference.dtype), jnp.zeros((p,), reference.dtype), jnp.zeros((p, p), reference.dtype))
     if order == 3:  # the p^3 tensor's pass holds chunk x p^2 intermediates: smaller chunks
@@ -100,19 +115,19 @@ def taylor_proxy(
 
 
 def _chunked_sum(fn: Callable, n: int, chunk_size: int, zeros: tuple) -> tuple:
-    """``sum over chunks of fn(indices)`` for the indices ``0 .. n-1`` (a ``fori_loop`` over
-    full chunks, then the remainder)."""
-    full, rest = divmod(n, chunk_size)
-    totals = zeros
-    if full:
-        def body(k, carry):
-            idx = k * chunk_size + jnp.arange(chunk_size)
-            return tuple(a + b for a, b in zip(carry, fn(idx)))
+    """``sum over chunks of fn(indices, valid)`` for the indices ``0 .. n-1``: one ``fori_loop``, the
+    last chunk padded (indices clipped to ``n - 1``) and its padding masked by ``valid``, so ``fn`` is
+    traced (and compiled) once."""
+    chunk = max(1, min(n, chunk_size))
+    shapes = jax.eval_shape(fn, jnp.zeros((chunk,), jnp.int32), jnp.ones((chunk,), bool))
+    zeros = tuple(jnp.asarray(z).astype(jnp.result_type(z, s.dtype)) for z, s in zip(zeros, shapes))
 
-        totals = jax.lax.fori_loop(0, full, body, totals)
-    if rest:
-        totals = tuple(a + b for a, b in zip(totals, fn(full * chunk_size + jnp.arange(rest))))
-    return totals
+    def body(k, carry):
+        pos = k * chunk + jnp.arange(chunk)
+        sums = fn(jnp.minimum(pos, n - 1), pos < n)
+        return tuple(a + jnp.asarray(b).astype(a.dtype) for a, b in zip(carry, sums))
+
+    return jax.lax.fori_loop(0, -(-n // chunk), body, zeros)
 
 
 def _symmetric(t: jax.Array) -> jax.Array:
@@ -191,7 +206,13 @@ def residual_spread(log_likelihood_fn: Callable, proxy: TaylorProxy, first: jax.
     chunk = max(1, min(n, chunk_size))
     num = -(-n // chunk)
     idx = jnp.minimum(jnp.arange(num * chunk).reshape(num, chunk), n - 1)
-    d = jax.lax.map(lambda i: residual(second, i) - residual(first, i), idx).reshape(-1)[:n]
+    pair = jnp.stack([second, first])
+
+    def difference(i):  # the two points vmapped: one traced copy of the likelihood
+        r = jax.vmap(residual, in_axes=(0, None))(pair, i)
+        return r[0] - r[1]
+
+    d = jax.lax.map(difference, idx).reshape(-1)[:n]
     return first_batch_spread(d, batch)
 
 
