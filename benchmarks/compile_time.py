@@ -150,7 +150,7 @@ def main(argv=None) -> None:
     summary = {"baseline": args.baseline, "current": head + ("+uncommitted" if dirty else ""),
                "repeats": args.repeats, "workloads": {}}
     lines = [f"# XLA compile time: {summary['current']} against {args.baseline}", "",
-             f"`python benchmarks/compile_time.py --baseline {args.baseline}`; {args.repeats} pairs per workload, "
+             f"`python benchmarks/compile_time.py --baseline {args.baseline} --repeats {args.repeats}`; {args.repeats} pairs per workload, "
              "fresh processes, persistent cache off; ratio = baseline / current (mean ± s.e. over pairs).", "",
              "| workload | compile s (baseline) | compile s (current) | compile ratio | wall ratio |",
              "|---|---|---|---|---|"]
