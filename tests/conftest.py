@@ -13,8 +13,9 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # kernels (they inherit the environment). Most of the suite's time is XLA compilation, and
 # many tests compile the same program from fresh closures (a new kernel per test): a hit
 # skips the compile. The directory lives in the checkout (ignored by git), so a clean clone
-# starts cold and CI gains only within one run; set SUBSAMPLE_MCMC_TEST_JAX_CACHE="" to
-# turn it off.
+# starts cold and gains only within one run; .ci/run puts it outside the clone (in the
+# user's cache directory), where a CI machine that keeps it loads earlier runs' programs.
+# SUBSAMPLE_MCMC_TEST_JAX_CACHE="" turns it off; a path puts it there.
 _CACHE = os.environ.get(
     "SUBSAMPLE_MCMC_TEST_JAX_CACHE",
     os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".jax_cache"),
