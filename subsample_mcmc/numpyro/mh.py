@@ -96,6 +96,9 @@ class RacingMHState(NamedTuple):
     #: median se_all / se_typical of :func:`~subsample_mcmc.kernels.proxy.residual_spread` over Laplace pairs at
     #: init (NaN when not checked); above ``_SPREAD_RATIO_MAX`` the chain samples by the exact step
     residual_spread_ratio: jax.Array = jnp.nan
+    #: the init's mode search ended on a boundary of the full-data log posterior's support (``-inf`` just beyond
+    #: the mode: a likelihood whose support moves with the parameters); the chain samples by the exact step
+    support_boundary: jax.Array = False
 
 
 _DA_INIT, _DA_UPDATE = dual_averaging()
@@ -680,7 +683,8 @@ class RacingMH(InitOnceKernel):
                 and float(se3[1]) <= _TAILS_HEAVIER_MAX * float(report["residual_tails"])):
             return state, checked
         self._order = 3
-        exact = jnp.asarray(concentrated & self.exact_when_cheaper)  # (the method is not "exact" here)
+        # (the method is not "exact" here); a mode on the support's edge keeps the exact step
+        exact = jnp.asarray(concentrated & self.exact_when_cheaper) | state.support_boundary
         return state._replace(proxy=proxy, residual_spread_ratio=ratio.astype(state.residual_spread_ratio.dtype),
                               exact_mode=exact), checked
 
@@ -727,6 +731,17 @@ class RacingMH(InitOnceKernel):
             return
         ratio = np.atleast_1d(np.asarray(states.residual_spread_ratio))
         exact = np.atleast_1d(np.asarray(states.exact_mode))
+        boundary = exact & np.atleast_1d(np.asarray(states.support_boundary))
+        if np.any(boundary) and not getattr(self, "_moving_support", None):  # (a moving site support is refused)
+            warnings.warn(
+                f"RacingMH: {int(boundary.sum())} of {exact.size} chains sample by the exact MH step (N evaluations "
+                "per step): the full-data log posterior's mode lies on the edge of its support (it is -inf just "
+                "beyond), as where the likelihood's support moves with the parameters (a numpyro.factor that is "
+                "-inf for y < loc, a shifted or truncated likelihood with an unknown bound). A proposal past that "
+                "edge is impossible only through the few data points there, which a race does not read, so racing "
+                "would accept it. NUTS, or a likelihood whose support does not depend on the parameters, are the "
+                "alternatives.", UserWarning, stacklevel=4)
+            exact = exact & ~boundary
         if np.any(exact & np.isinf(ratio)):
             warnings.warn(
                 f"RacingMH: {int((exact & np.isinf(ratio)).sum())} of {exact.size} chains sample by the exact MH "
@@ -850,6 +865,13 @@ class RacingMH(InitOnceKernel):
                                                              inv_mass, factor, model_args, model_kwargs)
             if self.exact_when_cheaper:
                 exact_mode = exact_mode | concentrated
+        # the mode on a support boundary of the full-data log posterior (the unconstrained latents have none
+        # of their own): a likelihood whose support moves with the parameters, e.g. a numpyro.factor that is
+        # -inf for y < loc. A proposal beyond it is impossible through the few data points there, which a
+        # race does not read: it would accept it. The exact step reads them all (whatever exact_when_cheaper)
+        boundary = jnp.asarray(False) if search is None else jnp.asarray(search["at_boundary"])
+        if self.race_options["method"] != "exact":
+            exact_mode = exact_mode | boundary
         if self._step_size:
             step = jnp.asarray(self._step_size, flat.dtype)
         else:
@@ -875,6 +897,7 @@ class RacingMH(InitOnceKernel):
             crank_nicolson=use_cn,
             laplace_k_hat=k_hat,
             residual_spread_ratio=spread,
+            support_boundary=boundary,
         )
         if not report:
             return state
@@ -1205,7 +1228,7 @@ class RacingMH(InitOnceKernel):
             race_stage=info.race_stage.astype(jnp.int32), da_state=da, welford_state=wf,
             proxy=state.proxy, rng_key=key, exact_mode=exact_mode, log_lik_sum=ll_sum, race_cost=race_cost,
             center=center, mass_factor=factor, crank_nicolson=state.crank_nicolson, laplace_k_hat=state.laplace_k_hat,
-            residual_spread_ratio=state.residual_spread_ratio,
+            residual_spread_ratio=state.residual_spread_ratio, support_boundary=state.support_boundary,
         )
 
     def _cost_window(self):

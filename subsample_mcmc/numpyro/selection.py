@@ -390,10 +390,13 @@ class ModelSelection(InitOnceKernel):
         Taylor proxy's curvature far from the likelihood's: ``residual_spread_ratio`` inf, the chain in
         exact mode): the model race, which reads the proxies' residuals, would decide on the few data near
         the kink without reading them, so the model index is drawn exactly (with user control variates,
-        which replace the proxies in the race, it is not)."""
+        which replace the proxies in the race, it is not); or whether some model's mode lies on the edge of
+        its support (``support_boundary``: a likelihood whose support moves with the parameters), which no
+        race over a subset of the data can see, control variates or not."""
+        boundary = jnp.any(jnp.stack([jnp.asarray(st.support_boundary) for st in inner]))
         if self.control_variates is not None:
-            return jnp.asarray(False)
-        return jnp.any(jnp.stack([jnp.isinf(st.residual_spread_ratio) & st.exact_mode for st in inner]))
+            return boundary
+        return boundary | jnp.any(jnp.stack([jnp.isinf(st.residual_spread_ratio) & st.exact_mode for st in inner]))
 
     def _pseudoprior(self, name, kern, st, model_args, model_kwargs):
         """Model ``j``'s pseudoprior (``pseudoprior`` of the constructor): the Laplace Gaussian
