@@ -745,11 +745,14 @@ class RacingMH(InitOnceKernel):
         if np.any(exact & np.isinf(ratio)):
             warnings.warn(
                 f"RacingMH: {int((exact & np.isinf(ratio)).sum())} of {exact.size} chains sample by the exact MH "
-                "step (N evaluations per step): the log-likelihood is not twice differentiable in the parameters "
-                "(its second differences disagree with its Hessian, as where it has a kink: |y - mu| of a Laplace "
-                "or quantile likelihood, a hinge), so the Taylor proxy misses the curvature that the data near the "
-                "kink give, and a race would decide on those few data without reading them. NUTS, or a smooth "
-                "likelihood, are the alternatives.", UserWarning, stacklevel=4)
+                "step (N evaluations per step): the log-likelihood's second differences at Laplace draws disagree "
+                "with its Hessian at the mode (or could not be computed there), as where it is not twice "
+                "differentiable in the parameters (a kink: |y - mu| of a Laplace or quantile likelihood, a hinge), "
+                "so the Taylor proxy misses the curvature that the data near the kink give, and a race would decide "
+                "on those few data without reading them. A smooth model can do this too when the start is far from "
+                "the mode (see any warning about the start) or the posterior is far from Gaussian on its own scale "
+                "(a funnel: try the other parameterisation). NUTS, or a smooth likelihood, are the alternatives.",
+                UserWarning, stacklevel=4)
             exact = exact & ~np.isinf(ratio)
         if np.any(exact):
             warnings.warn(
