@@ -741,7 +741,7 @@ class RacingMH(InitOnceKernel):
                 "edge is impossible only through the few data points there, which a race does not read, so racing "
                 "would accept it. NUTS, or a likelihood whose support does not depend on the parameters, are the "
                 "alternatives.", UserWarning, stacklevel=4)
-            exact = exact & ~boundary
+        exact = exact & ~boundary  # (named above, or refused when sampling: no other reason to give)
         if np.any(exact & np.isinf(ratio)):
             warnings.warn(
                 f"RacingMH: {int((exact & np.isinf(ratio)).sum())} of {exact.size} chains sample by the exact MH "
