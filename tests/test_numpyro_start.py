@@ -152,6 +152,31 @@ def test_support_boundary_start_keeps_a_margin_another_program_cannot_round_acro
     assert float(point[1, 0]) == 0.0  # an inactive segment is left alone
 
 
+def _walled_bowl(v):
+    """log p = -(x - 3)^2 - 4 (y - 1)^2 on x <= 1, -inf beyond: the mode on the boundary is (1, 1)."""
+    return jnp.where(v[0] <= 1.0, -(v[0] - 3.0) ** 2 - 4.0 * (v[1] - 1.0) ** 2, -jnp.inf)
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
+def test_newton_goes_on_along_a_support_boundary(dtype):
+    """From (0, 0) the first Newton step heads for (3, 1) and is cut at x = 1 with y = 1/3; the old polish
+    stopped there (every later step crossed the boundary), leaving y a whole unit of curvature off its
+    mode along the boundary.  The active-set polish holds x at the boundary and moves y to 1."""
+    from subsample_mcmc.kernels.laplace import newton_ascent
+
+    def grad_hess(v):
+        return jax.grad(_walled_bowl)(v), jax.hessian(_walled_bowl)(v), ()
+
+    with jax.enable_x64(dtype == jnp.float64):
+        x0 = jnp.zeros(2, dtype)
+        x, g, _, _, info = jax.jit(lambda v: newton_ascent(_walled_bowl, grad_hess, v, _walled_bowl(v), 8))(x0)
+        assert x.dtype == dtype
+    assert bool(info.at_boundary) and np.asarray(info.held).tolist() == [True, False]
+    assert float(x[0]) < 1.0 and abs(float(x[0]) - 1.0) < 1e-5
+    assert abs(float(x[1]) - 1.0) < 1e-4, x
+    assert float(info.decrement) < 1e-3  # over the free coordinate
+
+
 def test_uniform_support_is_refused_when_sampling(uniform_run):
     """A race cannot see the data points a proposal theta' < max(y) excludes without
     reading them all (before: the chain drifted to ~4.8 < max(y) = 5, a silent wrong

@@ -196,15 +196,43 @@ def _ascent_direction(grad, hess):
 
 class NewtonInfo(NamedTuple):
     """What the polish did: Newton steps taken, whether it ended on a support boundary
-    (the last step was cut by a non-finite log posterior, or every trial step was
-    non-finite), the final log posterior and Newton decrement, and whether the final
-    Hessian is negative definite."""
+    (a coordinate held at the edge, or the last step cut by a non-finite log posterior, or
+    every trial step non-finite), the final log posterior and Newton decrement (over the
+    coordinates not held), whether the final Hessian is negative definite, and ``held``
+    (``[p]`` bool): the coordinates the edge holds at the returned point."""
 
     steps: jax.Array
     at_boundary: jax.Array
     value: jax.Array
     decrement: jax.Array
     negative_definite: jax.Array
+    held: jax.Array
+
+
+def _hold(grad, hess, held):
+    """``(g, H)`` restricted to the coordinates not ``held``: held gradients 0, their rows and
+    columns of ``H`` those of ``-I`` (so the Newton direction leaves them where they are)."""
+    free = ~held
+    both = free[:, None] & free[None, :]
+    # -I scaled to the Hessian's own size, so that the eigenvalue floor of _ascent_direction is unchanged
+    scale = jnp.max(jnp.abs(jnp.diagonal(hess))) + jnp.finfo(hess.dtype).tiny
+    eye = jnp.eye(hess.shape[0], dtype=hess.dtype)
+    return jnp.where(free, grad, 0.0), jnp.where(both, hess, -scale * eye * held[:, None])
+
+
+def _edge_sides(value_fn, x, grad, hess, side):
+    """Which coordinates of ``x`` (a point a few representable numbers inside a support
+    boundary) the boundary holds: ``side_i = sign(g_i)`` where one short step along
+    ``sign(g_i) e_i`` (a thousandth of the posterior's scale there,
+    ``1 / sqrt(max(-H_ii, g_i^2))``, and at least ``4 BOUNDARY_MARGIN_ULPS`` representable
+    numbers) makes the log posterior non-finite; ``side`` elsewhere.  One ``value_fn`` pass per
+    coordinate."""
+    scale = 1.0 / jnp.sqrt(jnp.maximum(jnp.maximum(-jnp.diagonal(hess), grad ** 2), jnp.finfo(x.dtype).tiny))
+    ulp = jnp.abs(jnp.nextafter(x, jnp.where(grad > 0, jnp.inf, -jnp.inf)) - x)
+    step = jnp.sign(grad) * jnp.maximum(1e-3 * scale, 4 * BOUNDARY_MARGIN_ULPS * ulp)
+    probes = x + jnp.diag(step)
+    blocked = ~jnp.isfinite(jax.lax.map(value_fn, probes)) & (grad != 0)
+    return jnp.where(blocked & (side == 0), jnp.sign(grad), side)
 
 
 def newton_ascent(value_fn: Callable, grad_hess_fn: Callable, x: jax.Array, value: jax.Array,
@@ -222,6 +250,14 @@ def newton_ascent(value_fn: Callable, grad_hess_fn: Callable, x: jax.Array, valu
     back inside, :data:`BOUNDARY_MARGIN_ULPS`).  No acceptable step (the trial point no longer differs from ``x`` in floating
     point): stop.  The gradient and Hessian returned are those at the returned point.
 
+    At a support boundary the ascent goes on along it (an active-set Newton): a step cut by
+    the boundary, or none possible, marks the coordinates it holds (:func:`_edge_sides`: one
+    short step along the gradient leaves the support), and later Newton steps move only the
+    others, until their decrement is below ``tol``.  A coordinate is released when its
+    gradient turns back inside.  Without this the polish stopped where the first step met the
+    edge: a shifted exponential's rate stayed 18% below its mode, and the initial mass matrix
+    (floored at ``g^2`` there) scaled it 1000x too small.
+
     Args:
         value_fn: ``flat -> scalar`` full-data log posterior (may be ``-inf``/``nan``).
         grad_hess_fn: ``flat -> (gradient [p], Hessian [p, p], aux)`` of the same
@@ -233,23 +269,35 @@ def newton_ascent(value_fn: Callable, grad_hess_fn: Callable, x: jax.Array, valu
     zeros = lambda s: jnp.zeros(s.shape, s.dtype)  # noqa: E731
 
     def cond(c):
-        return c[-1]
+        return c[-2]
 
     def body(c):
-        x, f, _, _, _, k, was_at_boundary, _ = c
+        x, f, _, _, _, k, was_at_boundary, side, _, it = c
         g, h, aux = grad_hess_fn(x)
-        dec, _ = newton_decrement(g, h)
+        side = jnp.where(jnp.sign(g) == side, side, 0)  # released where the gradient turned back inside
+        held = side != 0
+        gf, hf = _hold(g, h, held)
+        dec, _ = newton_decrement(gf, hf)
         go = (k < max_steps) & (dec > tol) & jnp.isfinite(f)
-        x_new, f_new, found, cut, wall = _line_search(value_fn, x, _ascent_direction(g, h), f, go, boundary_iters)
-        at_boundary = jnp.where(found, cut, jnp.where(go, wall, was_at_boundary))
-        return (jnp.where(found, x_new, x), jnp.where(found, f_new, f), g, h, aux,
-                k + found.astype(k.dtype), at_boundary, found)
+        x_new, f_new, found, cut, wall = _line_search(value_fn, x, _ascent_direction(gf, hf), f, go, boundary_iters)
+        x_new = jnp.where(found, x_new, x)
+        # the edge met: which coordinates it holds (one pass each, only then)
+        side_new = jax.lax.cond(cut | wall, lambda _: _edge_sides(value_fn, x_new, g, h, side),
+                                lambda _: side, None)
+        at_boundary = jnp.any(held) | jnp.where(found, cut, jnp.where(go, wall, was_at_boundary))
+        # a coordinate newly held without a step: once more with it held (at most p times in a row)
+        more = (found | (go & jnp.any(side_new != side))) & (it < 2 * (max_steps + x.shape[0]))
+        return (x_new, jnp.where(found, f_new, f), g, h, aux, k + found.astype(k.dtype), at_boundary, side_new,
+                more, it + 1)
 
     init = (x, value, zeros(g0), zeros(h0), jax.tree.map(zeros, aux0), jnp.zeros((), jnp.int32),
-            jnp.zeros((), bool), jnp.ones((), bool))
-    x, f, g, h, aux, k, at_boundary, _ = jax.lax.while_loop(cond, body, init)
-    dec, negdef = newton_decrement(g, h)
-    return x, g, h, aux, NewtonInfo(k, at_boundary, f, dec, negdef)
+            jnp.zeros((), bool), jnp.zeros(x.shape, x.dtype), jnp.ones((), bool), jnp.zeros((), jnp.int32))
+    x, f, g, h, aux, k, at_boundary, side, _, _ = jax.lax.while_loop(cond, body, init)
+    held = (side != 0) & (jnp.sign(g) == side)
+    gf, hf = _hold(g, h, held)
+    dec, _ = newton_decrement(gf, hf)
+    _, negdef = newton_decrement(g, h)
+    return x, g, h, aux, NewtonInfo(k, at_boundary | jnp.any(held), f, dec, negdef, held)
 
 
 def _line_search(value_fn, x, d, f0, go, bisections):

@@ -1032,7 +1032,7 @@ class RacingMH(InitOnceKernel):
         return dict(mode=mode, proxy=proxy, hessian=hess, gradient=grad, restart_values=f_cand,
                     restart_distances=dist2,
                     restart_rounds=rounds, best=best,
-                    value=info.value, newton_steps=info.steps, at_boundary=info.at_boundary,
+                    value=info.value, newton_steps=info.steps, at_boundary=info.at_boundary, held=info.held,
                     decrement=info.decrement, negative_definite=info.negative_definite)
 
     def _check_search(self, report, model_args, model_kwargs, chain=None, one_ascent_from=None):
@@ -1044,7 +1044,7 @@ class RacingMH(InitOnceKernel):
         of_chain = "" if chain is None else f" (chain {chain})"
         if one_ascent_from is not None:  # no restarts to compare
             dec = float(rep["decrement"])
-            if not rep["at_boundary"] and not dec <= 1.0:
+            if not _unmeasured_at_edge(rep) and not dec <= 1.0:
                 warnings.warn(
                     f"RacingMH start{of_chain}: the ascent from {one_ascent_from} did not reach a mode of the "
                     f"full-data log posterior (Newton decrement g'(-H)^-1 g = {dec:.4g} after "
@@ -1076,7 +1076,7 @@ class RacingMH(InitOnceKernel):
                 "raise num_restarts, or pass init_params (e.g. a draw from a short NUTS run on a subset of "
                 "the data).", UserWarning, stacklevel=4)
         dec = float(rep["decrement"])
-        if not rep["at_boundary"] and not dec <= 1.0:
+        if not _unmeasured_at_edge(rep) and not dec <= 1.0:
             curv = ("negative definite" if rep["negative_definite"]
                     else "not negative definite (not a local maximum, or a flat direction)")
             warnings.warn(
@@ -1395,11 +1395,21 @@ class RacingMH(InitOnceKernel):
         return ("z",)
 
 
+def _unmeasured_at_edge(report):
+    """The search ended on a support boundary without finding which coordinates it holds: its Newton
+    decrement is then over every coordinate, and large whatever the polish did (otherwise it is over the
+    coordinates not held, and tells whether the polish along the boundary converged)."""
+    return bool(report["at_boundary"]) and not np.any(report["held"])
+
+
 def _precision(search):
     """``-H`` at the searched mode for the initial mass matrix: the full-data Hessian,
-    with ``P_ii >= g_i^2`` at a mode on a support boundary, where the gradient, not the
+    with ``P_ii >= g_i^2`` for the coordinates a support boundary holds at the mode
+    (:func:`~subsample_mcmc.kernels.laplace.newton_ascent`), where the gradient, not the
     curvature, sets the posterior's scale (an exponential tail of rate ``|g_i|`` has
-    standard deviation ``1/|g_i|``)."""
+    standard deviation ``1/|g_i|``); for every coordinate at a boundary no coordinate of
+    which was found held.  The others were polished along the boundary (gradient ~0)."""
     p = -search["hessian"]
-    g2 = jnp.where(search["at_boundary"], search["gradient"] ** 2, 0.0)
+    held = search["held"] | (search["at_boundary"] & ~jnp.any(search["held"]))
+    g2 = jnp.where(held, search["gradient"] ** 2, 0.0)
     return p + jnp.diag(jnp.maximum(g2 - jnp.diagonal(p), 0.0))
