@@ -138,3 +138,35 @@ def test_auto_pseudoprior_refits_a_skewed_model_and_matches_closed_form_evidence
     post = model_posterior(mcmc)
     z = np.abs(post.probabilities - exact) / post.stderr
     assert np.all(z < 3), (post, exact)
+
+
+def test_a_pilot_nuts_cannot_fit_is_bounded_and_named():
+    """A pilot on a ridge (y ~ Normal(a + b, 1): a + b pinned by the data, a - b only by the Normal(0, 30)
+    priors, 2,000 times wider at N = 200) needs NUTS trees far deeper than its bound: the pilot stops at
+    depth _PILOT_TREE_DEPTH (a float32 NegativeBinomial2 pilot once ran over ten minutes unbounded) and the
+    warning names the trees at the bound and, in float32, x64 (NumPy float64 data, keyword arguments)."""
+    import numpyro
+    import numpyro.distributions as dist
+
+    from subsample_mcmc import ModelSelection
+    from subsample_mcmc.numpyro.selection import _PILOT_TREE_DEPTH
+
+    def one(y=None):
+        m = numpyro.sample("m", dist.Normal(0.0, 30.0))
+        with numpyro.plate("data", y.shape[0]):
+            numpyro.sample("y", dist.Normal(m, 1.0), obs=y)
+
+    def ridge(y=None):
+        a = numpyro.sample("a", dist.Normal(0.0, 30.0))
+        b = numpyro.sample("b", dist.Normal(0.0, 30.0))
+        with numpyro.plate("data", y.shape[0]):
+            numpyro.sample("y", dist.Normal(a + b, 1.0), obs=y)
+
+    y = np.random.default_rng(0).normal(1.0, 1.0, 200)
+    kernel = ModelSelection([one, ridge], first_batch=10, pseudoprior="copula", pilot_draws=100)
+    with pytest.warns(UserWarning, match=rf"pilot of model 'ridge' .* [1-9][0-9]* trees at its depth bound "
+                                         rf"\({_PILOT_TREE_DEPTH}\).*jax_enable_x64"):
+        state = kernel.init(jax.random.PRNGKey(0), 10, None, (), {"y": y})
+    keys = jax.random.split(jax.random.PRNGKey(1), 2000)
+    ridge_draws = jax.vmap(lambda k: pseudoprior_draw(k, state.pseudopriors[1]))(keys)
+    assert np.all(np.isfinite(np.asarray(ridge_draws)))

@@ -49,6 +49,11 @@ _MIN_VISITS, _MIN_EFFECTIVE_FRACTION = 20, 0.05
 #: pseudoprior is refitted from a NUTS pilot (sd 1 nat: the chain already leaves the model several times
 #: less often than a perfect fit would)
 _AUTO_CHECK_DRAWS, _AUTO_MAX_LOG_WEIGHT_SD = 200, 1.0
+#: the NUTS pilot's tree depth (NumPyro's default is 10): a bound on its cost, pilot_draws * 3/2 * 255
+#: gradient passes.  A float32 NegativeBinomial2 likelihood at a large concentration (lgamma differences that
+#: cancel) is noisy enough that depth-10 NUTS ran over ten minutes at N = 5,000 without finishing; depth 8
+#: took 38 s (both diverged: the draws warn)
+_PILOT_TREE_DEPTH = 8
 #: control_variate: pseudoprior draws per model at which the proxies' residuals pick the points read exactly
 _PROXY_PROBES = 4
 
@@ -436,34 +441,45 @@ class ModelSelection(InitOnceKernel):
 
     def _pilot(self, name, kern, st, model_args, model_kwargs):
         """Carlin & Chib's pilot run for model ``name``: NumPyro's NUTS on the model alone
-        (full data; ``pilot_draws // 2`` warmup then ``pilot_draws`` draws) and the copula
-        pseudoprior fitted to its draws on the unconstrained scale
+        (full data; ``pilot_draws // 2`` warmup then ``pilot_draws`` draws, started at the model's
+        searched mode, tree depth at most ``_PILOT_TREE_DEPTH``) and the copula pseudoprior fitted to
+        its draws on the unconstrained scale
         (:func:`~subsample_mcmc.kernels.product_space.copula_pseudoprior`).  NUTS, not RacingMH:
         the pilot exists for the posteriors the Laplace approximation misses (skewed, lags at a
         bound), where a Metropolis walk crawls and its draws would fit the copula to one corner.
-        Warns when the pilot's draws are too few to fit it (min bulk ESS < 50, divergences).
+        Warns when the pilot's draws are too few to fit it (min bulk ESS < 50, divergences, or
+        trees at the depth bound), naming x64 under float32.
         With vectorized chains one pilot (chain 0's key) serves every chain."""
         from numpyro.diagnostics import effective_sample_size
-        from numpyro.infer import MCMC, NUTS
+        from numpyro.infer import MCMC, NUTS, init_to_value
 
         key0 = st.rng_key[0] if self._vectorized else st.rng_key
-        z0 = jax.tree.map(lambda v: v[0], st.z) if self._vectorized else st.z
+        first = (lambda v: v[0]) if self._vectorized else (lambda v: v)
+        z0 = jax.tree.map(first, st.z)
         model = self._models[self.names.index(name)]
         n = self.pilot_draws
-        mcmc = MCMC(NUTS(model), num_warmup=max(n // 2, 50), num_samples=n, progress_bar=False)
-        mcmc.run(jax.random.fold_in(key0, 7), *model_args, extra_fields=("diverging",), **model_kwargs)
+        mode = kern._subsampler.constrain(ravel_pytree(z0)[1](first(st.center)))
+        nuts = NUTS(model, max_tree_depth=_PILOT_TREE_DEPTH, init_strategy=init_to_value(values=mode))
+        mcmc = MCMC(nuts, num_warmup=max(n // 2, 50), num_samples=n, progress_bar=False)
+        mcmc.run(jax.random.fold_in(key0, 7), *model_args, extra_fields=("diverging", "num_steps"), **model_kwargs)
         draws = {site: v for site, v in mcmc.get_samples().items() if site in z0}
         # the kernel's own transforms (those of its flat state), not unconstrain_fn, which reruns the model on
         # all the data once per draw
         flat = jax.vmap(lambda d: ravel_pytree(kern._subsampler.unconstrain(d))[0])(draws)
         flat = jnp.asarray(flat, ravel_pytree(z0)[0].dtype)
         ess = float(np.min(effective_sample_size(np.asarray(flat, np.float64)[None])))
-        diverging = int(np.sum(mcmc.get_extra_fields()["diverging"]))
-        if not ess >= 50 or diverging:
-            warnings.warn(f"ModelSelection: the NUTS pilot of model {name!r} has min bulk ESS {ess:.0f} and "
-                          f"{diverging} divergent transitions in {n} draws; its copula pseudoprior may miss the "
-                          "posterior (the chain then sticks in or avoids this model): raise pilot_draws or "
-                          "reparametrize the model", stacklevel=4)
+        extra = mcmc.get_extra_fields()
+        diverging = int(np.sum(extra["diverging"]))
+        deep = int(np.sum(np.asarray(extra["num_steps"]) >= 2 ** _PILOT_TREE_DEPTH - 1))
+        if not ess >= 50 or diverging or deep > n // 10:
+            x64 = ("" if flat.dtype == jnp.float64 or not (diverging or deep) else "; in float32 a likelihood whose terms cancel (lgamma "
+                   "differences of a NegativeBinomial at a large concentration) can be too noisy for NUTS: "
+                   "jax.config.update('jax_enable_x64', True) before building the data")
+            warnings.warn(f"ModelSelection: the NUTS pilot of model {name!r} has min bulk ESS {ess:.0f}, "
+                          f"{diverging} divergent transitions and {deep} trees at its depth bound "
+                          f"({_PILOT_TREE_DEPTH}) in {n} draws; its copula pseudoprior may miss the posterior (the "
+                          "chain then sticks in or avoids this model): raise pilot_draws or reparametrize the "
+                          f"model{x64}", stacklevel=4)
         return copula_pseudoprior(flat)
 
     def _check_control_variate_sizes(self):
