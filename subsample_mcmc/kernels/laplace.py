@@ -278,7 +278,8 @@ def newton_ascent(value_fn: Callable, grad_hess_fn: Callable, x: jax.Array, valu
         held = side != 0
         gf, hf = _hold(g, h, held)
         dec, _ = newton_decrement(gf, hf)
-        go = (k < max_steps) & (dec > tol) & jnp.isfinite(f)
+        # the polish along a boundary gets a second budget of steps (the first may be spent reaching it)
+        go = (k < jnp.where(jnp.any(held), 2 * max_steps, max_steps)) & (dec > tol) & jnp.isfinite(f)
         x_new, f_new, found, cut, wall = _line_search(value_fn, x, _ascent_direction(gf, hf), f, go, boundary_iters)
         x_new = jnp.where(found, x_new, x)
         # the edge met: which coordinates it holds (one pass each, only then)

@@ -1042,6 +1042,16 @@ class RacingMH(InitOnceKernel):
             return
         rep = {k: np.asarray(v) for k, v in report.items()}
         of_chain = "" if chain is None else f" (chain {chain})"
+        held = int(np.sum(rep["held"]))
+        if rep["at_boundary"] and held >= 2:
+            # the search holds coordinates, it cannot slide along a slanted edge: a regression with one-sided
+            # errors (y > a + b x) left chains at different points of the edge, R-hat 40
+            warnings.warn(
+                f"RacingMH start{of_chain}: the edge of the full-data log posterior's support holds {held} "
+                "parameters at once at the start (an edge not along one parameter, such as y > a + b x for all "
+                "data): the mode search cannot slide along it, so the start may not be the mode, and the exact "
+                "MH walk there can stay near where it starts. Run several chains and check R-hat; NUTS is the "
+                "alternative.", UserWarning, stacklevel=4)
         if one_ascent_from is not None:  # no restarts to compare
             dec = float(rep["decrement"])
             if not _unmeasured_at_edge(rep) and not dec <= 1.0:
