@@ -28,6 +28,7 @@ Workloads (NumPy float64 inputs, defaults, ``numpyro.infer.MCMC``):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -93,17 +94,46 @@ def _worker(name: str) -> dict:
             "answer": means, "package": os.path.dirname(subsample_mcmc.__file__)}
 
 
-def _run(name: str, source: Path) -> dict:
+def run_worker(script: str, worker_args: list, source: Path) -> dict:
+    """``python script *worker_args`` in a fresh process that imports the package under ``source``
+    (persistent compilation cache off): the JSON of its last stdout line, which must name the
+    package it imported (``"package"``), checked to be ``source``'s."""
     env = dict(os.environ, PYTHONPATH=str(source), JAX_PLATFORMS="cpu")
     env.pop("JAX_COMPILATION_CACHE_DIR", None)  # cold: every program compiled
-    out = subprocess.run([sys.executable, __file__, "--worker", name], env=env, capture_output=True, text=True,
+    out = subprocess.run([sys.executable, script, *worker_args], env=env, capture_output=True, text=True,
                          check=False, cwd=tempfile.gettempdir())
     if out.returncode:
-        raise RuntimeError(f"workload {name} from {source} failed:\n{out.stderr[-3000:]}")
+        raise RuntimeError(f"{script} {worker_args} from {source} failed:\n{out.stderr[-3000:]}")
     result = json.loads(out.stdout.strip().splitlines()[-1])
     if Path(result["package"]).resolve() != (source / "subsample_mcmc").resolve():
-        raise RuntimeError(f"the workload imported {result['package']}, not the package under {source}")
+        raise RuntimeError(f"the worker imported {result['package']}, not the package under {source}")
     return result
+
+
+@contextlib.contextmanager
+def baseline_worktree(rev: str):
+    """A temporary ``git worktree`` of revision ``rev`` (removed on exit): its path, whose package a
+    worker can import through :func:`run_worker`."""
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp) / "baseline"
+        subprocess.run(["git", "worktree", "add", "--detach", "-q", str(base), rev], cwd=ROOT, check=True)
+        try:
+            yield base
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(base)], cwd=ROOT, check=False)
+
+
+def head_label() -> str:
+    """This checkout's short commit, ``+uncommitted`` when the package has changes."""
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                          text=True, check=True).stdout.strip()
+    dirty = bool(subprocess.run(["git", "status", "--porcelain", "--", "subsample_mcmc"], cwd=ROOT,
+                                capture_output=True, text=True, check=True).stdout.strip())
+    return head + ("+uncommitted" if dirty else "")
+
+
+def _run(name: str, source: Path) -> dict:
+    return run_worker(__file__, ["--worker", name], source)
 
 
 def _mean_se(values):
@@ -127,27 +157,18 @@ def main(argv=None) -> None:
     names = [w for w in args.workloads.split(",") if w]
     if subprocess.run(["git", "diff", "--quiet", args.baseline, "--", "models"], cwd=ROOT).returncode:
         sys.exit(f"models/ differs between {args.baseline} and this checkout: both runs import this checkout's")
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                          text=True, check=True).stdout.strip()
-    dirty = bool(subprocess.run(["git", "status", "--porcelain", "--", "subsample_mcmc"], cwd=ROOT,
-                                capture_output=True, text=True, check=True).stdout.strip())
-    with tempfile.TemporaryDirectory() as tmp:
-        base = Path(tmp) / "baseline"
-        subprocess.run(["git", "worktree", "add", "--detach", "-q", str(base), args.baseline], cwd=ROOT, check=True)
-        try:
-            runs = {name: {"current": [], "baseline": []} for name in names}
-            for rep in range(args.repeats):
-                for name in names:
-                    order = [("current", ROOT), ("baseline", base)]
-                    for label, source in order if rep % 2 == 0 else order[::-1]:
-                        r = _run(name, source)
-                        runs[name][label].append(r)
-                        print(f"{name:16s} {label:8s} compile {r['compile_seconds']:6.1f} s  "
-                              f"wall {r['wall_seconds']:6.1f} s  answer {[round(a, 3) for a in r['answer']]}",
-                              flush=True)
-        finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(base)], cwd=ROOT, check=False)
-    summary = {"baseline": args.baseline, "current": head + ("+uncommitted" if dirty else ""),
+    with baseline_worktree(args.baseline) as base:
+        runs = {name: {"current": [], "baseline": []} for name in names}
+        for rep in range(args.repeats):
+            for name in names:
+                order = [("current", ROOT), ("baseline", base)]
+                for label, source in order if rep % 2 == 0 else order[::-1]:
+                    r = _run(name, source)
+                    runs[name][label].append(r)
+                    print(f"{name:16s} {label:8s} compile {r['compile_seconds']:6.1f} s  "
+                          f"wall {r['wall_seconds']:6.1f} s  answer {[round(a, 3) for a in r['answer']]}",
+                          flush=True)
+    summary = {"baseline": args.baseline, "current": head_label(),
                "repeats": args.repeats, "workloads": {}}
     lines = [f"# XLA compile time: {summary['current']} against {args.baseline}", "",
              f"`python benchmarks/compile_time.py --baseline {args.baseline} --repeats {args.repeats}`; {args.repeats} pairs per workload, "

@@ -1,5 +1,7 @@
 """RacingGibbs: exact Gibbs equivalence, total variation, composition with NumPyro Gibbs."""
 
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -285,3 +287,34 @@ def test_supports_that_move_with_a_discrete_site():
     with pytest.raises(ValueError, match="'b' has a support that moves"):
         MCMC(RacingGibbs(_moving_latent_support_model, inner_kernel=RacingMH(_moving_latent_support_model)),
              num_warmup=5, num_samples=5, progress_bar=False).run(jax.random.PRNGKey(0), y)
+
+
+def _spike_and_slab(X, y=None):
+    a = numpyro.sample("a", dist.Normal(0.0, 10.0))
+    g = jnp.stack([numpyro.sample(f"g{j}", dist.Bernoulli(0.5)) for j in range(X.shape[1])])
+    b = numpyro.sample("b", dist.Normal(0.0, 0.1).expand([X.shape[1]]).to_event(1))
+    with numpyro.plate("data", X.shape[0]):
+        numpyro.sample("y", dist.Normal(a + X @ (g * b), 1.0), obs=y)
+
+
+def test_an_inner_racing_mh_whose_scale_cannot_follow_the_discrete_values_warns():
+    """Spike and slab: given g_j = 1, b_j's conditional is fitted by the data (sd ~ 1 / sqrt(N)); given
+    g_j = 0, it is its prior (sd 0.1), 7 times wider.  An inner RacingMH keeps the proposal scale of the
+    start's configuration: a fresh user's run (N = 5,000) had b_0 given g_0 = 0 at sd 0.049 and mean 0.055
+    instead of 0.1 and 0, and p(g_0) 5 standard errors high at R-hat 1.00, without a warning.  The init
+    measures the curvature change against the proposal's mass matrix and warns, naming NUTS; where the
+    discrete value moves the data's location, not the conditional's scale (``mixed``: k picks the mean,
+    s the sd), it does not (NumPy float64, keyword data)."""
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(2000, 2))
+    y = 0.5 + X @ np.array([0.05, 0.0]) + rng.normal(size=2000)
+    kernel = RacingGibbs(_spike_and_slab, inner_kernel=RacingMH(_spike_and_slab))
+    with pytest.warns(UserWarning, match=r"curvature up to \d+-fold.*inner_kernel=NUTS"):
+        state = kernel.init(jax.random.PRNGKey(0), 10, None, (X,), {"y": y})
+    assert float(state.inner_scale_ratio) > 20.0, state.inner_scale_ratio
+
+    calm = RacingGibbs(mixed, inner_kernel=RacingMH(mixed))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="RacingGibbs: the inner RacingMH")
+        state = calm.init(jax.random.PRNGKey(0), 10, None, (np.asarray(Y, np.float64),), {})
+    assert 1.0 <= float(state.inner_scale_ratio) < 2.0, state.inner_scale_ratio

@@ -97,7 +97,8 @@ class RacingMHState(NamedTuple):
     #: init (NaN when not checked); above ``_SPREAD_RATIO_MAX`` the chain samples by the exact step
     residual_spread_ratio: jax.Array = jnp.nan
     #: the init's mode search ended on a boundary of the full-data log posterior's support (``-inf`` just beyond
-    #: the mode: a likelihood whose support moves with the parameters); the chain samples by the exact step
+    #: the mode: a likelihood whose support moves with the parameters), or an observed value moves with the
+    #: latents under a bounded support (``obs=y - loc``); the chain samples by the exact step
     support_boundary: jax.Array = False
 
 
@@ -496,6 +497,8 @@ class RacingMH(InitOnceKernel):
             self._subsampler = ms
             self._costs = self._calibrate_costs(ms, model_args, model_kwargs)
             self._moving_support = next(iter(ms.moving_supports.items()), None)  # (site, support name)
+            # an observed value that moves with the latents under a bounded support (obs=y - loc): the exact step
+            self._moving_observed = next(iter(getattr(ms, "moving_observed", {}).items()), None)
         return self._subsampler
 
     def _calibrate_costs(self, ms, model_args, model_kwargs) -> dict:
@@ -732,7 +735,17 @@ class RacingMH(InitOnceKernel):
         ratio = np.atleast_1d(np.asarray(states.residual_spread_ratio))
         exact = np.atleast_1d(np.asarray(states.exact_mode))
         boundary = exact & np.atleast_1d(np.asarray(states.support_boundary))
-        if np.any(boundary) and not getattr(self, "_moving_support", None):  # (a moving site support is refused)
+        observed = getattr(self, "_moving_observed", None)
+        if np.any(boundary) and observed and not getattr(self, "_moving_support", None):
+            warnings.warn(
+                f"RacingMH: {int(boundary.sum())} of {exact.size} chains sample by the exact MH step (N evaluations "
+                f"per step): the observed value of site {observed[0]!r} changes with the latent sites and its "
+                f"distribution's support is bounded ({observed[1]}), as in obs=y - loc: a proposal can put data "
+                "points outside the support, which a race that does not read them would accept (a fresh user's "
+                "three-parameter Weibull drew loc above min(y), where the density is 0). NUTS, or the parameters "
+                "written into the distribution (Exponential(rate=1 / scale) with obs=y), are the alternatives.",
+                UserWarning, stacklevel=4)
+        elif np.any(boundary) and not getattr(self, "_moving_support", None):  # (a moving site support is refused)
             warnings.warn(
                 f"RacingMH: {int(boundary.sum())} of {exact.size} chains sample by the exact MH step (N evaluations "
                 "per step): the full-data log posterior's mode lies on the edge of its support (it is -inf just "
@@ -873,6 +886,7 @@ class RacingMH(InitOnceKernel):
         # -inf for y < loc. A proposal beyond it is impossible through the few data points there, which a
         # race does not read: it would accept it. The exact step reads them all (whatever exact_when_cheaper)
         boundary = jnp.asarray(False) if search is None else jnp.asarray(search["at_boundary"])
+        boundary = boundary | (getattr(self, "_moving_observed", None) is not None)
         if self.race_options["method"] != "exact":
             exact_mode = exact_mode | boundary
         if self._step_size:

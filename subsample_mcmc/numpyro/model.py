@@ -524,7 +524,8 @@ class ModelSubsampler:
             self._check_data_lengths(proto, model_args, model_kwargs)
             self._check_subsample_consistency(model_args, model_kwargs)
             #: {site: support name} of the data sites whose support bounds move with the latent values
-            self.moving_supports, moving_discrete = self._moving_supports(model_args, model_kwargs)
+            self.moving_supports, moving_discrete, self.moving_observed = self._moving_supports(model_args,
+                                                                                                model_kwargs)
             latent_moving = {k: v for k, v in {**moving_discrete, **self.moving_supports}.items()
                              if k in self.continuous_sites}
             if latent_moving:
@@ -666,7 +667,10 @@ class ModelSubsampler:
         discrete): ``({site: support name} moving with the continuous sites, {site: support name}
         moving with the discrete sites)``.  Checked on a few data points: at the prototype, at a
         point shifted by 0.7 on the unconstrained scale, and with each discrete site set to the
-        first and the last value of its support in turn; empty when the arguments are traced."""
+        first and the last value of its support in turn; empty when the arguments are traced.
+        Third: ``{site: support name}`` of the observed data sites with a bounded support whose
+        observed *value* moves with the continuous sites (``obs=y - loc`` under a Weibull: the
+        support of the likelihood in the parameters moves although the distribution's does not)."""
         try:
             unc = self.unconstrained_prototype()
             proto = self.constrain(unc)
@@ -682,7 +686,7 @@ class ModelSubsampler:
                 discrete_traces += [self._trace({**proto, name: support[i]}, idx, model_args, model_kwargs)
                                     for i in (0, -1)]
         except Exception:  # noqa: BLE001 -- traced model arguments: nothing to compare
-            return {}, {}
+            return {}, {}, {}
 
         def moving(trs):
             out = {}
@@ -698,7 +702,22 @@ class ModelSubsampler:
                         break
             return out
 
-        return moving(traces), (moving(traces[:1] + discrete_traces) if discrete_traces else {})
+        def observed_moving():
+            out = {}
+            for name in self.data_sites:
+                support = traces[0][name]["fn"].support
+                while hasattr(support, "base_constraint"):  # to_event: the bounds of the base support
+                    support = support.base_constraint
+                bounds = [getattr(support, attr, None) for attr in ("lower_bound", "upper_bound")]
+                if not any(b is not None and np.any(np.isfinite(np.asarray(b, np.float64))) for b in bounds):
+                    continue
+                values = [np.asarray(t[name]["value"], np.float64) for t in traces]
+                if values[0].shape != values[1].shape or not np.allclose(*values, equal_nan=True):
+                    out[name] = type(support).__name__.strip("_")
+            return out
+
+        return (moving(traces), (moving(traces[:1] + discrete_traces) if discrete_traces else {}),
+                observed_moving())
 
     def _trace(self, values, idx, model_args, model_kwargs):
         args, kwargs = self._slice(idx, model_args, dict(model_kwargs or {}))
