@@ -94,14 +94,20 @@ def _worker(name: str) -> dict:
             "answer": means, "package": os.path.dirname(subsample_mcmc.__file__)}
 
 
-def run_worker(script: str, worker_args: list, source: Path) -> dict:
+def run_worker(script: str, worker_args: list, source: Path, timeout: float = None, env_extra: dict = None,
+               prefix: tuple = ()) -> dict:
     """``python script *worker_args`` in a fresh process that imports the package under ``source``
     (persistent compilation cache off): the JSON of its last stdout line, which must name the
-    package it imported (``"package"``), checked to be ``source``'s."""
-    env = dict(os.environ, PYTHONPATH=str(source), JAX_PLATFORMS="cpu")
+    package it imported (``"package"``), checked to be ``source``'s.  Past ``timeout`` seconds the
+    process is killed and the result is ``{"censored": True, "wall_seconds": timeout}``.  ``prefix``:
+    a command the process runs under (``("taskset", "-c", "0")``: one core)."""
+    env = dict(os.environ, PYTHONPATH=str(source), JAX_PLATFORMS="cpu", **(env_extra or {}))
     env.pop("JAX_COMPILATION_CACHE_DIR", None)  # cold: every program compiled
-    out = subprocess.run([sys.executable, script, *worker_args], env=env, capture_output=True, text=True,
-                         check=False, cwd=tempfile.gettempdir())
+    try:
+        out = subprocess.run([*prefix, sys.executable, script, *worker_args], env=env, capture_output=True, text=True,
+                             check=False, cwd=tempfile.gettempdir(), timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"censored": True, "wall_seconds": timeout}
     if out.returncode:
         raise RuntimeError(f"{script} {worker_args} from {source} failed:\n{out.stderr[-3000:]}")
     result = json.loads(out.stdout.strip().splitlines()[-1])
