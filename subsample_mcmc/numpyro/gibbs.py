@@ -468,7 +468,7 @@ class RacingGibbs(InitOnceKernel):
         z = {**discrete, **({} if inner_state is None else inner_state.z)}
         # int32 as at init, also under jax_enable_x64 (the scan carry must keep its dtype)
         return RacingGibbsState(z, inner_state, jnp.asarray(evals, jnp.int32), jnp.asarray(stages, jnp.int32), key,
-                                cache, cached, state.exact_mode, state.spread_ratio)
+                                cache, cached, state.exact_mode, state.spread_ratio, state.inner_scale_ratio)
 
     def postprocess_fn(self, model_args, model_kwargs):
         """The discrete values, the inner kernel's postprocessed values and the
