@@ -142,9 +142,18 @@ def _run(name: str, source: Path) -> dict:
     return run_worker(__file__, ["--worker", name], source)
 
 
-def _mean_se(values):
+def mean_se(values):
+    """``(mean, standard error)`` of ``values`` (NaN s.e. for one value)."""
     m = statistics.fmean(values)
     return m, (statistics.stdev(values) / len(values) ** 0.5 if len(values) > 1 else float("nan"))
+
+
+def write_results(output: Path, summary, lines: list) -> None:
+    """``summary`` to ``output``.json and the markdown ``lines`` to ``output``.md (and printed)."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.with_suffix(".json").write_text(json.dumps(summary, indent=2) + "\n")
+    output.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
 
 
 def main(argv=None) -> None:
@@ -183,8 +192,8 @@ def main(argv=None) -> None:
              "|---|---|---|---|---|"]
     for name in names:
         cur, bas = runs[name]["current"], runs[name]["baseline"]
-        c_ratio = _mean_se([b["compile_seconds"] / c["compile_seconds"] for b, c in zip(bas, cur)])
-        w_ratio = _mean_se([b["wall_seconds"] / c["wall_seconds"] for b, c in zip(bas, cur)])
+        c_ratio = mean_se([b["compile_seconds"] / c["compile_seconds"] for b, c in zip(bas, cur)])
+        w_ratio = mean_se([b["wall_seconds"] / c["wall_seconds"] for b, c in zip(bas, cur)])
         summary["workloads"][name] = {
             "compile_seconds": {"baseline": [r["compile_seconds"] for r in bas],
                                 "current": [r["compile_seconds"] for r in cur]},
@@ -196,10 +205,7 @@ def main(argv=None) -> None:
         lines.append(f"| {name} | {statistics.fmean(r['compile_seconds'] for r in bas):.1f} | "
                      f"{statistics.fmean(r['compile_seconds'] for r in cur):.1f} | "
                      f"{c_ratio[0]:.2f} ± {c_ratio[1]:.2f} | {w_ratio[0]:.2f} ± {w_ratio[1]:.2f} |")
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.with_suffix(".json").write_text(json.dumps(summary, indent=2) + "\n")
-    args.output.with_suffix(".md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_results(args.output, summary, lines)
 
 
 if __name__ == "__main__":

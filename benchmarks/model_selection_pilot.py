@@ -24,7 +24,7 @@ import time
 import warnings
 from pathlib import Path
 
-from compile_time import ROOT, baseline_worktree, head_label, run_worker
+from compile_time import ROOT, baseline_worktree, head_label, run_worker, write_results
 
 HERE = Path(__file__).resolve().parent
 
@@ -103,10 +103,7 @@ def main(argv=None) -> None:
         probs = ", ".join(f"{p:.3f}" for p in r.get("probabilities", [])) or "-"
         warned = "-" if r["censored"] else ("yes" if r.get("pilot_warning") else "no")
         lines.append(f"| {r['revision']} | {'float64' if r['x64'] else 'float32'} | {wall} | {warned} | {probs} |")
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.with_suffix(".json").write_text(json.dumps(runs, indent=2) + "\n")
-    args.output.with_suffix(".md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_results(args.output, runs, lines)
 
 
 if __name__ == "__main__":

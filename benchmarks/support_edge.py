@@ -23,13 +23,12 @@ import argparse
 import contextlib
 import json
 import os
-import statistics
 import sys
 import time
 import warnings
 from pathlib import Path
 
-from compile_time import ROOT, baseline_worktree, head_label, run_worker
+from compile_time import ROOT, baseline_worktree, head_label, mean_se, run_worker, write_results
 
 HERE = Path(__file__).resolve().parent
 
@@ -82,11 +81,6 @@ def _worker(seed: int) -> dict:
     }
 
 
-def _mean_se(values):
-    m = statistics.fmean(values)
-    return m, (statistics.stdev(values) / len(values) ** 0.5 if len(values) > 1 else float("nan"))
-
-
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--baseline", help="git revision to compare against")
@@ -119,20 +113,17 @@ def main(argv=None) -> None:
              "log-rate mass variance x a | mean rate (sds from exact) | draws outside support |",
              "|---|---|---|---|---|---|---|"]
     for label, rs in runs.items():
-        rh, ess = _mean_se([r["rate_r_hat"] for r in rs]), _mean_se([r["rate_ess"] for r in rs])
+        rh, ess = mean_se([r["rate_r_hat"] for r in rs]), mean_se([r["rate_ess"] for r in rs])
         centre = max(abs(c) for r in rs for c in r["centre_log_rate_sds"])
-        var = _mean_se([v for r in rs for v in r["log_rate_variance_ratio"]])
-        mean = _mean_se([r["rate_mean_sds"] for r in rs])
+        var = mean_se([v for r in rs for v in r["log_rate_variance_ratio"]])
+        mean = mean_se([r["rate_mean_sds"] for r in rs])
         summary["results"][label] = {"rate_r_hat": rh, "rate_ess": ess, "max_centre_sds": centre, "variance_ratio": var,
                           "rate_mean_sds": mean, "draws_outside_support": sum(r["draws_outside_support"] for r in rs)}
         lines.append(f"| {label} ({summary['current'] if label == 'current' else args.baseline}) | "
                      f"{rh[0]:.2f} ± {rh[1]:.2f} | {ess[0]:.0f} ± {ess[1]:.0f} | {centre:.2f} | "
                      f"{var[0]:.3g} ± {var[1]:.2g} | {mean[0]:.2f} ± {mean[1]:.2f} | "
                      f"{summary['results'][label]['draws_outside_support']} |")
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.with_suffix(".json").write_text(json.dumps(summary, indent=2) + "\n")
-    args.output.with_suffix(".md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_results(args.output, summary, lines)
 
 
 if __name__ == "__main__":
