@@ -51,8 +51,8 @@ _MIN_VISITS, _MIN_EFFECTIVE_FRACTION = 20, 0.05
 _AUTO_CHECK_DRAWS, _AUTO_MAX_LOG_WEIGHT_SD = 200, 1.0
 #: the NUTS pilot's tree depth (NumPyro's default is 10): a bound on its cost, pilot_draws * 3/2 * 255
 #: gradient passes.  A float32 NegativeBinomial2 likelihood at a large concentration (lgamma differences that
-#: cancel) is noisy enough that depth-10 NUTS ran over ten minutes at N = 5,000 without finishing; depth 8
-#: took 38 s (both diverged: the draws warn)
+#: cancel) is noisy enough that NUTS builds maximal trees: at N = 5,000 the whole ModelSelection run took 571 s
+#: with depth 10 and 142 s with depth 8 (benchmarks/model_selection_pilot.py; both pilots warn)
 _PILOT_TREE_DEPTH = 8
 #: control_variate: pseudoprior draws per model at which the proxies' residuals pick the points read exactly
 _PROXY_PROBES = 4
