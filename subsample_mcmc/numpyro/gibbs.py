@@ -309,8 +309,8 @@ class RacingGibbs(InitOnceKernel):
                 r = jit_with_data(lambda x, v, a, kw, name=name: ratios(x, v, name, a, kw),
                                   model_args, model_kwargs)(flat, values)
                 worst = max(worst, float(np.nanmax(np.asarray(r, np.float64))))
-        except jax.errors.ConcretizationTypeError:
-            return nan
+        except (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError):
+            return nan  # an init traced by another transformation: nothing to measure
         return jnp.asarray(worst, jnp.float32)
 
     def _concentration(self, inner_state, discrete, model_args, model_kwargs):
