@@ -207,6 +207,51 @@ def test_logistic_covariate_selection_against_laplace_evidences_vectorized_and_a
     assert_within_3_se(again, ref)
 
 
+def test_a_parameter_free_null_model_against_the_closed_form_x64_vectorized_and_arviz():
+    """A fixed null model (no latent site: y ~ N(0, 1)) against mu ~ N(0, 1), y ~ N(mu, 1), the data
+    tuned so that the Bayes factor is near 1: x64 on, NumPy float64 data by keyword, vectorized chains.
+    p(alt | y) within 3 MCSE of the closed form (ybar ~ N(0, 1 + 1/N) against N(0, 1/N)); the null
+    model has no sites in the draws or in ArviZ; alt's parameter given alt is its conjugate posterior."""
+    az = pytest.importorskip("arviz")
+    from scipy.stats import norm
+
+    n = 20_000
+    noise = np.random.default_rng(4).normal(size=n)
+    ybar = np.sqrt(np.log1p(n) / n * (n + 1) / n) * 0.98  # log BF(alt / null) near 0
+    y = noise - noise.mean() + ybar
+    log_bf = norm.logpdf(ybar, 0, np.sqrt(1 + 1 / n)) - norm.logpdf(ybar, 0, np.sqrt(1 / n))
+    p_alt = 1 / (1 + np.exp(-log_bf))
+    assert 0.2 < p_alt < 0.8
+
+    def null(y):
+        with numpyro.plate("data", y.shape[0]):
+            numpyro.sample("obs", dist.Normal(0.0, 1.0), obs=y)
+
+    def alt(y):
+        mu = numpyro.sample("mu", dist.Normal(0.0, 1.0))
+        with numpyro.plate("data", y.shape[0]):
+            numpyro.sample("obs", dist.Normal(mu, 1.0), obs=y)
+
+    with jax.enable_x64(True):
+        mcmc = MCMC(ModelSelection([null, alt]), num_warmup=300, num_samples=1500, num_chains=2,
+                    chain_method="vectorized", progress_bar=False)
+        mcmc.run(jax.random.PRNGKey(5), y=y, extra_fields=("num_likelihood_evals",))
+    post = model_posterior(mcmc)
+    assert post.names == ["null", "alt"]
+    assert_within_3_se(post, np.array([1 - p_alt, p_alt]))
+    assert set(mcmc.get_samples()) == {"model", "alt.mu"}
+    assert conditional_samples(mcmc, "null") == {}
+    mu = np.asarray(conditional_samples(mcmc, "alt")["mu"])
+    assert mu.dtype == np.float64
+    # conjugate posterior N(n ybar / (n + 1), 1 / (n + 1)); the draws given alt are correlated: ESS / 10
+    assert abs(mu.mean() - n * ybar / (n + 1)) < 6 / np.sqrt((n + 1) * len(mu) / 10)
+    assert abs(mu.std() * np.sqrt(n + 1) - 1) < 0.15
+    evals = np.asarray(mcmc.get_extra_fields()["num_likelihood_evals"])
+    assert evals.mean() < 0.2 * n  # the race reads a few points, not 2 N
+    idata = az.from_numpyro(mcmc)
+    assert set(idata.posterior.data_vars) == {"model", "alt.mu"}
+
+
 def test_bad_inputs_name_the_argument():
     def a(x, y):  # the user meant both models to observe the same series ...
         m = numpyro.sample("m", dist.Normal(0, 1))

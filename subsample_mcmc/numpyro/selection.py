@@ -56,6 +56,22 @@ _AUTO_CHECK_DRAWS, _AUTO_MAX_LOG_WEIGHT_SD = 200, 1.0
 _PILOT_TREE_DEPTH = 8
 #: control_variate: pseudoprior draws per model at which the proxies' residuals pick the points read exactly
 _PROXY_PROBES = 4
+#: the auxiliary site given to a candidate without continuous latent sites (a fixed null model): a
+#: standard normal the likelihood never reads, so that the model has a RacingMH state like the others.
+#: Its Laplace pseudoprior is its prior, N(0, 1), so its terms cancel in the model race's arms; it is
+#: dropped from the draws
+_AUXILIARY_SITE = "_no_parameters"
+
+
+def _with_auxiliary_site(model):
+    """``model`` with :data:`_AUXILIARY_SITE` ~ N(0, 1) sampled first (and nothing else changed)."""
+
+    def parameter_free(*args, **kwargs):
+        numpyro.sample(_AUXILIARY_SITE, dist.Normal(0.0, 1.0))
+        return model(*args, **kwargs)
+
+    parameter_free.__name__ = getattr(model, "__name__", "parameter_free")
+    return parameter_free
 
 
 class ModelSelectionState(NamedTuple):
@@ -132,7 +148,10 @@ class ModelSelection(InitOnceKernel):
             else ``m0, m1, ...``) or a dict ``{name: model}``.  They take the same
             arguments and each has one data plate of the same size ``N``; they may use
             the same site names (sites are reported as ``"<name>.<site>"``).  Each
-            model's latent sites must be continuous (global parameters).
+            model's latent sites must be continuous (global parameters); a model with none (a
+            fixed null model) is a candidate too: it gets an auxiliary N(0, 1) site its
+            likelihood never reads, whose pseudoprior is its prior (the terms cancel in
+            ``log f_0``), and it has no sites in the draws.
         prior: prior model probabilities ``pi(k)``: a sequence in the models' order or a dict
             ``{name: p}``; positive weights, normalised (default uniform).
         method, delta, first_batch, variance: the model race and the MH races
@@ -280,6 +299,7 @@ class ModelSelection(InitOnceKernel):
         # RacingMH's automatic order (made per kernel) could differ between them
         if mh_options.get("control_variate", "taylor") == "taylor":
             mh_options.setdefault("taylor_order", 2)
+        self._mh_options = mh_options
         try:
             self.kernels = [RacingMH(m, **self.race_options, data_plate=data_plate, **mh_options) for m in self._models]
         except TypeError as e:
@@ -300,9 +320,18 @@ class ModelSelection(InitOnceKernel):
         if self._size is not None:
             return
         sizes = []
-        for name, kern in zip(self.names, self.kernels):
+        for j, name in enumerate(self.names):
+            kern = self.kernels[j]
             try:
-                ms = kern._setup(model_args, model_kwargs)
+                try:
+                    ms = kern._setup(model_args, model_kwargs)
+                except ValueError as e:
+                    if "no continuous latent site" not in str(e):
+                        raise
+                    # a fixed (parameter-free) candidate: give it a site its likelihood never reads
+                    kern = self.kernels[j] = RacingMH(_with_auxiliary_site(self._models[j]), **self.race_options,
+                                                      data_plate=self.data_plate, **self._mh_options)
+                    ms = kern._setup(model_args, model_kwargs)
             except TypeError as e:
                 raise TypeError(f"model {name!r} cannot be called with the data arguments given to MCMC.run ({e}): "
                                 "every candidate model must take the same data arguments") from e
@@ -781,7 +810,7 @@ class ModelSelection(InitOnceKernel):
             for name, f in zip(self.names, fns):
                 prefix = f"{name}{SITE_DIVIDER}"
                 sub = {key[len(prefix):]: v for key, v in z.items() if key.startswith(prefix)}
-                out.update({prefix + site: v for site, v in f(sub).items()})
+                out.update({prefix + site: v for site, v in f(sub).items() if site != _AUXILIARY_SITE})
             return out
 
         return fn
