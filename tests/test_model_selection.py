@@ -236,6 +236,8 @@ def test_a_parameter_free_null_model_against_the_closed_form_x64_vectorized_and_
         mcmc = MCMC(ModelSelection([null, alt]), num_warmup=300, num_samples=1500, num_chains=2,
                     chain_method="vectorized", progress_bar=False)
         mcmc.run(jax.random.PRNGKey(5), y=y, extra_fields=("num_likelihood_evals",))
+        idata = az.from_numpyro(mcmc)  # replays the model on float64 draws: under x64, as the run
+    assert set(idata.posterior.data_vars) == {"model", "alt.mu"}
     post = model_posterior(mcmc)
     assert post.names == ["null", "alt"]
     assert_within_3_se(post, np.array([1 - p_alt, p_alt]))
@@ -248,8 +250,6 @@ def test_a_parameter_free_null_model_against_the_closed_form_x64_vectorized_and_
     assert abs(mu.std() * np.sqrt(n + 1) - 1) < 0.15
     evals = np.asarray(mcmc.get_extra_fields()["num_likelihood_evals"])
     assert evals.mean() < 0.2 * n  # the race reads a few points, not 2 N
-    idata = az.from_numpyro(mcmc)
-    assert set(idata.posterior.data_vars) == {"model", "alt.mu"}
 
 
 def test_bad_inputs_name_the_argument():
