@@ -19,7 +19,8 @@ Reported: the mean of the z's over seeds with its standard error (an unbiased sa
 and the pooled bias (mean over seeds of mean - exact, in posterior sds, with its s.e. from the spread
 over seeds).
 
-    python benchmarks/racing_mh_bias.py [--seeds 8] [--x64] [--delta D]   # -> results/racing_mh_bias[_x64][_deltaD].{json,md}
+    python benchmarks/racing_mh_bias.py [--seeds 8] [--first-seed S] [--x64] [--delta D]
+        # -> results/racing_mh_bias[_x64][_deltaD][_fromS].{json,md}
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ def grid_posterior(y: np.ndarray, log_prior, calib=None, calib_sd=None, points: 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, default=8)
+    parser.add_argument("--first-seed", type=int, default=0, help="seeds first_seed, ..., first_seed + seeds - 1")
     parser.add_argument("--chains", type=int, default=4)
     parser.add_argument("--warmup", type=int, default=500)
     parser.add_argument("--samples", type=int, default=2500)
@@ -115,7 +117,8 @@ def main(argv=None) -> None:
                         grid_posterior(y_calib, lambda m, s: stats.norm.logpdf(m, 0, 1) + stats.lognorm.logpdf(s, 1.0),
                                        calib=1.0, calib_sd=0.001)),
     }
-    summary = {"revision": head_label(), "x64": args.x64, "delta": args.delta, "seeds": args.seeds, "chains": args.chains,
+    summary = {"revision": head_label(), "x64": args.x64, "delta": args.delta, "seeds": args.seeds,
+               "first_seed": args.first_seed, "chains": args.chains,
                "warmup": args.warmup, "samples": args.samples, "models": {}}
     lines = []
     for name in args.models.split(","):
@@ -126,7 +129,7 @@ def main(argv=None) -> None:
         per_seed = {site: {"z": [], "bias_sd": []} for site in exact}
         rhat_max = 0.0
         t0 = time.time()
-        for seed in range(args.seeds):
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
             mcmc.run(jax.random.PRNGKey(1000 + seed), *margs)
             draws = mcmc.get_samples(group_by_chain=True)
             for site in exact:
@@ -147,13 +150,15 @@ def main(argv=None) -> None:
         summary["models"][name] = result
     header = [f"# RacingMH posterior means against exact grid answers ({'x64' if args.x64 else 'float32'})", "",
               f"`python benchmarks/racing_mh_bias.py --seeds {args.seeds}{' --x64' if args.x64 else ''}"
+              f"{'' if args.first_seed == 0 else f' --first-seed {args.first_seed}'}"
               f"{'' if args.delta is None else f' --delta {args.delta}'}` at {summary['revision']}; "
               f"`RacingMH(model{'' if args.delta is None else f', delta={args.delta}'})` (otherwise defaults), {args.chains} vectorized chains, "
               f"{args.warmup} + {args.samples} draws per seed, NumPy float64 data, N = 5,000. "
               "z = (chain mean - exact mean) / ArviZ MCSE per seed; bias in posterior sds, mean ± s.e. over seeds.", "",
               "| model | site | exact mean | z, mean ± s.e. over seeds | bias / posterior sd | z per seed |",
               "|---|---|---|---|---|---|"]
-    default_out = "racing_mh_bias" + ("_x64" if args.x64 else "") + ("" if args.delta is None else f"_delta{args.delta:g}")
+    default_out = ("racing_mh_bias" + ("_x64" if args.x64 else "") + ("" if args.delta is None else f"_delta{args.delta:g}")
+                   + ("" if args.first_seed == 0 else f"_from{args.first_seed}"))
     out = HERE / "results" / (args.out or default_out)
     write_results(out, summary, header + lines)
 
