@@ -275,9 +275,52 @@ X64_SCRIPT = textwrap.dedent("""
         return {"tv": float(0.5 * np.abs(np.bincount(k, minlength=3) / k.size - p).sum()),
                 "evals_dtype": str(ev.dtype), "evals_mean": float(np.mean(ev))}
 
+    def gibbs_parallel():
+        # a fresh user's crash: RacingGibbs's init is traced under pmap; its concentration check ran on the host
+        locs = jnp.array([0.0, 0.1, 0.2])
+        def model(y):
+            k = numpyro.sample("k", dist.Categorical(probs=jnp.ones(3) / 3))
+            with numpyro.plate("data", y.shape[0]):
+                numpyro.sample("y", dist.Normal(locs[k], 1.0), obs=y)
+        yy = np.asarray(jax.random.normal(jax.random.PRNGKey(5), (n,))) + 0.1
+        m = MCMC(RacingGibbs(model), num_warmup=0, num_samples=300, num_chains=2, chain_method="parallel",
+                 progress_bar=False)
+        m.run(jax.random.PRNGKey(3), yy)
+        lp = np.array([-0.5 * np.sum((yy - float(v)) ** 2) for v in locs])
+        p = np.exp(lp - lp.max()); p /= p.sum()
+        k = np.asarray(m.get_samples()["k"])
+        return {"tv": float(0.5 * np.abs(np.bincount(k, minlength=3) / k.size - p).sum())}
+
+    def selection_parallel():
+        # a fresh user's crash: ModelSelection's "auto" pseudoprior check and pilot need concrete values, and
+        # under pmap its init is traced; here also a parameter-free candidate, against the closed form
+        from scipy.stats import norm
+        from subsample_mcmc import ModelSelection, model_posterior
+        N = 20000
+        noise = np.random.default_rng(4).normal(size=N)
+        ybar = np.sqrt(np.log1p(N) / N * (N + 1) / N) * 0.98
+        yy = noise - noise.mean() + ybar
+        log_bf = norm.logpdf(ybar, 0, np.sqrt(1 + 1 / N)) - norm.logpdf(ybar, 0, np.sqrt(1 / N))
+        def null(y):
+            with numpyro.plate("data", y.shape[0]):
+                numpyro.sample("obs", dist.Normal(0.0, 1.0), obs=y)
+        def alt(y):
+            mu = numpyro.sample("mu", dist.Normal(0.0, 1.0))
+            with numpyro.plate("data", y.shape[0]):
+                numpyro.sample("obs", dist.Normal(mu, 1.0), obs=y)
+        kernel = ModelSelection([null, alt])
+        m = MCMC(kernel, num_warmup=300, num_samples=1000, num_chains=2, chain_method="parallel", progress_bar=False)
+        m.run(jax.random.PRNGKey(6), y=yy)
+        post = model_posterior(m)
+        p_alt = 1 / (1 + np.exp(-log_bf))
+        return {"z": float((post.probabilities[1] - p_alt) / post.stderr[1]), "p_alt": float(p_alt),
+                "auto_choice": {k: v["pseudoprior"] for k, v in kernel.auto_choice.items()}}
+
     part("unit", unit)
     part("mh_parallel", mh_parallel)
     part("gibbs", gibbs_no_progress_bar)
+    part("gibbs_parallel", gibbs_parallel)
+    part("selection_parallel", selection_parallel)
     print("RESULT " + json.dumps(out))
 """)
 
@@ -287,7 +330,9 @@ def test_x64_numpy_inputs_parallel_chains_and_racing_gibbs():
     1. NumPy float32/float64 inputs are indexed exactly, RacingMH on float64 NumPy data
        with chain_method="parallel" (two host devices) targets the analytic posterior;
     2. RacingGibbs with progress_bar=False runs (its int32 counters no longer turn int64
-       in the scan carry) and follows the exact posterior."""
+       in the scan carry) and follows the exact posterior;
+    3. under chain_method="parallel" (init traced inside pmap) RacingGibbs and ModelSelection with its
+       "auto" pseudoprior check run (both crashed for a fresh user) and give the exact answers."""
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     env["JAX_PLATFORMS"] = "cpu"
     res = subprocess.run([sys.executable, "-c", X64_SCRIPT], capture_output=True, text=True, env=env, timeout=600)
@@ -302,6 +347,12 @@ def test_x64_numpy_inputs_parallel_chains_and_racing_gibbs():
     assert "error" not in g, g["error"]
     assert g["evals_dtype"] == "int32" and g["evals_mean"] > 0
     assert g["tv"] < 0.15, g
+    gp, sp = out["gibbs_parallel"], out["selection_parallel"]
+    assert "error" not in gp, gp["error"]
+    assert gp["tv"] < 0.15, gp
+    assert "error" not in sp, sp["error"]
+    assert 0.2 < sp["p_alt"] < 0.8 and abs(sp["z"]) < 3.0, sp
+    assert sp["auto_choice"] == {"null": "laplace", "alt": "laplace"}, sp  # the check ran, outside the trace
 
 
 # ------------------------------------------------------- 3. enumerated / local sites

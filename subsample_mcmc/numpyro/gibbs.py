@@ -330,7 +330,8 @@ class RacingGibbs(InitOnceKernel):
         try:
             continuous = self._continuous_values(inner_state, model_args, model_kwargs, discrete)
             every = jnp.arange(ms.size)
-            worst, exact = 0.0, False
+            # in JAX operations only, so that it also runs where init is traced (chain_method="parallel")
+            worst, exact = jnp.zeros((), jnp.float32), jnp.zeros((), bool)
             for name in ms.discrete_sites:
                 support = self._supports[name]
 
@@ -338,11 +339,9 @@ class RacingGibbs(InitOnceKernel):
                     values = {**continuous, **discrete, name: v.astype(jnp.asarray(discrete[name]).dtype)}
                     return ms.log_likelihood(values, every, model_args, model_kwargs)
 
-                totals = jax.device_get(jax.lax.map(lambda v: jnp.sum(per_datum(v)), support))
-                if not np.any(np.isfinite(totals)):
-                    continue  # no value possible here: the step's exact fallback draws
-                lead = support[int(np.nanargmax(np.where(np.isfinite(totals), totals, -np.inf)))]
-
+                totals = jax.lax.map(lambda v: jnp.sum(per_datum(v)), support)
+                possible = jnp.isfinite(totals)  # none possible here: the step's exact fallback draws
+                lead = support[jnp.argmax(jnp.where(possible, totals, -jnp.inf))]
                 lead_terms = per_datum(lead)  # once, not once per value
 
                 def spread(v, lead_terms=lead_terms, per_datum=per_datum):
@@ -353,13 +352,13 @@ class RacingGibbs(InitOnceKernel):
                     return jnp.where(some, jnp.inf, se_all / jnp.maximum(se_typ, jnp.finfo(d.dtype).tiny)), \
                         jnp.where(some, jnp.inf, se_all)
 
-                ratios, ses = (np.nan_to_num(np.asarray(a, np.float64), nan=0.0)
-                               for a in jax.device_get(jax.lax.map(spread, support)))
-                worst = max(worst, float(np.max(ratios)))
-                exact = exact or bool(np.any((ratios > _SPREAD_RATIO_MAX) & (ses > _SPREAD_MIN_NATS)))
+                ratios, ses = (jnp.nan_to_num(a, nan=0.0, posinf=jnp.inf) for a in jax.lax.map(spread, support))
+                any_possible = jnp.any(possible)
+                worst = jnp.where(any_possible, jnp.maximum(worst, jnp.max(ratios).astype(jnp.float32)), worst)
+                exact = exact | (any_possible & jnp.any((ratios > _SPREAD_RATIO_MAX) & (ses > _SPREAD_MIN_NATS)))
         except jax.errors.ConcretizationTypeError:  # traced arguments: nothing to measure
             return off
-        return jnp.asarray(exact), jnp.asarray(worst, jnp.float32)
+        return exact, worst
 
     def _num_configurations(self) -> int:
         size = 1

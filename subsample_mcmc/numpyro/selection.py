@@ -370,9 +370,12 @@ class ModelSelection(InitOnceKernel):
     # -- MCMCKernel API -------------------------------------------------------------------
     def _init_states(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
         model_kwargs = {} if model_kwargs is None else dict(model_kwargs)
-        self._setup(model_args, model_kwargs)
         self._num_warmup = int(num_warmup)
         self._vectorized = not is_prng_key(rng_key)
+        fits = None
+        if self.pseudoprior_kind in ("auto", "copula") and isinstance(rng_key, jax.core.Tracer):
+            fits = self._concrete_pseudopriors(num_warmup, model_args, model_kwargs)
+        self._setup(model_args, model_kwargs)
         if init_params is not None:
             if not isinstance(init_params, dict) or not set(init_params) <= set(self.names):
                 raise ValueError("init_params of ModelSelection must be a dict {model name: that model's "
@@ -393,7 +396,7 @@ class ModelSelection(InitOnceKernel):
                              "posterior probability is 0: leave it out of the candidates")
                 raise ValueError(f"model {name!r}: {text}") from e
             self._check_control_variate(name, kern, st, model_args, model_kwargs)  # before the pseudoprior fit
-            g = self._pseudoprior(name, kern, st, model_args, model_kwargs)
+            g = fits[name] if fits else self._pseudoprior(name, kern, st, model_args, model_kwargs)
             if self._vectorized and jnp.ndim(g.mean) == 1:  # one fit serves every chain
                 c = jnp.shape(st.i)[0]
                 g = jax.tree.map(lambda v: jnp.broadcast_to(v, (c,) + jnp.shape(v)), g)
@@ -431,6 +434,24 @@ class ModelSelection(InitOnceKernel):
         if self.control_variates is not None:
             return boundary
         return boundary | jnp.any(jnp.stack([jnp.isinf(st.residual_spread_ratio) & st.exact_mode for st in inner]))
+
+    def _concrete_pseudopriors(self, num_warmup, model_args, model_kwargs) -> dict:
+        """Every model's pseudoprior when NumPyro traces ``init`` (``chain_method="parallel"`` runs it
+        inside ``pmap``): the ``"auto"`` check and the NUTS pilot decide on concrete values, so they run
+        outside the trace (``jax.core.eval_context``; ``jax.ensure_compile_time_eval`` folds constants
+        under ``jit`` only), at a concrete start of each model's kernel (its mode search, once), before
+        anything is cached inside the trace; the fits serve every chain, as one pilot serves vectorized
+        chains."""
+        with jax.core.eval_context():
+            self._setup(model_args, model_kwargs)
+            self._check_control_variate_sizes()
+            fits = {}
+            for j, (name, kern) in enumerate(zip(self.names, self.kernels)):
+                st = kern.init(jax.random.fold_in(jax.random.PRNGKey(0), j), num_warmup, None, model_args,
+                               model_kwargs)
+                self._check_control_variate(name, kern, st, model_args, model_kwargs)
+                fits[name] = self._pseudoprior(name, kern, st, model_args, model_kwargs)
+        return fits
 
     def _pseudoprior(self, name, kern, st, model_args, model_kwargs):
         """Model ``j``'s pseudoprior (``pseudoprior`` of the constructor): the Laplace Gaussian
