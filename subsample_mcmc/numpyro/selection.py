@@ -177,7 +177,8 @@ class ModelSelection(InitOnceKernel):
             ``"laplace"`` or ``"copula"`` force one kind; a dict ``{name: Pseudoprior}`` reuses
             an earlier run's fits (:meth:`pseudopriors`).  NumPyro calls ``init`` once per
             sequential chain, so each such chain fits its own pilots (vectorized chains share
-            chain 0's); to fit once, ``init`` a kernel yourself and pass its
+            chain 0's; parallel chains, whose ``init`` NumPyro traces inside ``pmap``, share one fit
+            made outside the trace); to fit once, ``init`` a kernel yourself and pass its
             :meth:`pseudopriors` (as the ARCH job does).
         pilot_draws: draws of each NUTS pilot (``pseudoprior="copula"``; half as many warmup).
         check_decisions: re-draw raced model indices exactly with the same Gumbel noise (a
