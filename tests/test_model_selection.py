@@ -209,28 +209,16 @@ def test_logistic_covariate_selection_against_laplace_evidences_vectorized_and_a
 
 def test_a_parameter_free_null_model_against_the_closed_form_x64_vectorized_and_arviz():
     """A fixed null model (no latent site: y ~ N(0, 1)) against mu ~ N(0, 1), y ~ N(mu, 1), the data
-    tuned so that the Bayes factor is near 1: x64 on, NumPy float64 data by keyword, vectorized chains.
-    p(alt | y) within 3 MCSE of the closed form (ybar ~ N(0, 1 + 1/N) against N(0, 1/N)); the null
-    model has no sites in the draws or in ArviZ; alt's parameter given alt is its conjugate posterior."""
+    tuned so that the Bayes factor is near 1 (``models.normal_mean``): x64 on, NumPy float64 data by
+    keyword, vectorized chains.  p(alt | y) within 3 MCSE of the closed form; the null model has no sites
+    in the draws or in ArviZ; alt's parameter given alt is its conjugate posterior."""
     az = pytest.importorskip("arviz")
-    from scipy.stats import norm
+    from subsample_mcmc.models.normal_mean import alt, alt_probability, balanced_data, null
 
     n = 20_000
-    noise = np.random.default_rng(4).normal(size=n)
-    ybar = np.sqrt(np.log1p(n) / n * (n + 1) / n) * 0.98  # log BF(alt / null) near 0
-    y = noise - noise.mean() + ybar
-    log_bf = norm.logpdf(ybar, 0, np.sqrt(1 + 1 / n)) - norm.logpdf(ybar, 0, np.sqrt(1 / n))
-    p_alt = 1 / (1 + np.exp(-log_bf))
+    y = balanced_data(n)
+    ybar, p_alt = float(np.mean(y)), alt_probability(y)
     assert 0.2 < p_alt < 0.8
-
-    def null(y):
-        with numpyro.plate("data", y.shape[0]):
-            numpyro.sample("obs", dist.Normal(0.0, 1.0), obs=y)
-
-    def alt(y):
-        mu = numpyro.sample("mu", dist.Normal(0.0, 1.0))
-        with numpyro.plate("data", y.shape[0]):
-            numpyro.sample("obs", dist.Normal(mu, 1.0), obs=y)
 
     with jax.enable_x64(True):
         mcmc = MCMC(ModelSelection([null, alt]), num_warmup=300, num_samples=1500, num_chains=2,

@@ -259,60 +259,44 @@ X64_SCRIPT = textwrap.dedent("""
         mcse = w.std(axis=(0, 1)) / np.sqrt(np.maximum(effective_sample_size(w), 1.0))
         return {"z": np.abs(w.mean(axis=(0, 1)) - mean).__truediv__(mcse).tolist(), "dtype": str(w.dtype)}
 
-    def gibbs_no_progress_bar():
-        locs = jnp.array([0.0, 0.1, 0.2])
-        def model(y):
-            k = numpyro.sample("k", dist.Categorical(probs=jnp.ones(3) / 3))
-            with numpyro.plate("data", y.shape[0]):
-                numpyro.sample("y", dist.Normal(locs[k], 1.0), obs=y)
-        yy = jax.random.normal(jax.random.PRNGKey(5), (n,)) + 0.1
-        m = MCMC(RacingGibbs(model), num_warmup=0, num_samples=300, progress_bar=False)
-        m.run(jax.random.PRNGKey(2), yy, extra_fields=("num_likelihood_evals", "race_stage"))
+    locs = jnp.array([0.0, 0.1, 0.2])
+    def shift(y):
+        k = numpyro.sample("k", dist.Categorical(probs=jnp.ones(3) / 3))
+        with numpyro.plate("data", y.shape[0]):
+            numpyro.sample("y", dist.Normal(locs[k], 1.0), obs=y)
+
+    def k_tv(m, yy):
         lp = np.array([-0.5 * np.sum((np.asarray(yy) - float(v)) ** 2) for v in locs])
         p = np.exp(lp - lp.max()); p /= p.sum()
         k = np.asarray(m.get_samples()["k"])
+        return float(0.5 * np.abs(np.bincount(k, minlength=3) / k.size - p).sum())
+
+    def gibbs_no_progress_bar():
+        yy = jax.random.normal(jax.random.PRNGKey(5), (n,)) + 0.1
+        m = MCMC(RacingGibbs(shift), num_warmup=0, num_samples=300, progress_bar=False)
+        m.run(jax.random.PRNGKey(2), yy, extra_fields=("num_likelihood_evals", "race_stage"))
         ev = m.get_extra_fields()["num_likelihood_evals"]
-        return {"tv": float(0.5 * np.abs(np.bincount(k, minlength=3) / k.size - p).sum()),
-                "evals_dtype": str(ev.dtype), "evals_mean": float(np.mean(ev))}
+        return {"tv": k_tv(m, yy), "evals_dtype": str(ev.dtype), "evals_mean": float(np.mean(ev))}
 
     def gibbs_parallel():
         # a fresh user's crash: RacingGibbs's init is traced under pmap; its concentration check ran on the host
-        locs = jnp.array([0.0, 0.1, 0.2])
-        def model(y):
-            k = numpyro.sample("k", dist.Categorical(probs=jnp.ones(3) / 3))
-            with numpyro.plate("data", y.shape[0]):
-                numpyro.sample("y", dist.Normal(locs[k], 1.0), obs=y)
         yy = np.asarray(jax.random.normal(jax.random.PRNGKey(5), (n,))) + 0.1
-        m = MCMC(RacingGibbs(model), num_warmup=0, num_samples=300, num_chains=2, chain_method="parallel",
+        m = MCMC(RacingGibbs(shift), num_warmup=0, num_samples=300, num_chains=2, chain_method="parallel",
                  progress_bar=False)
         m.run(jax.random.PRNGKey(3), yy)
-        lp = np.array([-0.5 * np.sum((yy - float(v)) ** 2) for v in locs])
-        p = np.exp(lp - lp.max()); p /= p.sum()
-        k = np.asarray(m.get_samples()["k"])
-        return {"tv": float(0.5 * np.abs(np.bincount(k, minlength=3) / k.size - p).sum())}
+        return {"tv": k_tv(m, yy)}
 
     def selection_parallel():
         # a fresh user's crash: ModelSelection's "auto" pseudoprior check and pilot need concrete values, and
         # under pmap its init is traced; here also a parameter-free candidate, against the closed form
-        from scipy.stats import norm
         from subsample_mcmc import ModelSelection, model_posterior
-        N = 20000
-        noise = np.random.default_rng(4).normal(size=N)
-        ybar = np.sqrt(np.log1p(N) / N * (N + 1) / N) * 0.98
-        yy = noise - noise.mean() + ybar
-        log_bf = norm.logpdf(ybar, 0, np.sqrt(1 + 1 / N)) - norm.logpdf(ybar, 0, np.sqrt(1 / N))
-        def null(y):
-            with numpyro.plate("data", y.shape[0]):
-                numpyro.sample("obs", dist.Normal(0.0, 1.0), obs=y)
-        def alt(y):
-            mu = numpyro.sample("mu", dist.Normal(0.0, 1.0))
-            with numpyro.plate("data", y.shape[0]):
-                numpyro.sample("obs", dist.Normal(mu, 1.0), obs=y)
+        from subsample_mcmc.models.normal_mean import alt, alt_probability, balanced_data, null
+        yy = balanced_data(20000)
         kernel = ModelSelection([null, alt])
         m = MCMC(kernel, num_warmup=300, num_samples=1000, num_chains=2, chain_method="parallel", progress_bar=False)
         m.run(jax.random.PRNGKey(6), y=yy)
         post = model_posterior(m)
-        p_alt = 1 / (1 + np.exp(-log_bf))
+        p_alt = alt_probability(yy)
         return {"z": float((post.probabilities[1] - p_alt) / post.stderr[1]), "p_alt": float(p_alt),
                 "auto_choice": {k: v["pseudoprior"] for k, v in kernel.auto_choice.items()}}
 
