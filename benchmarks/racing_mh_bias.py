@@ -20,7 +20,7 @@ and the pooled bias (mean over seeds of mean - exact, in posterior sds, with its
 over seeds).
 
     python benchmarks/racing_mh_bias.py [--seeds 8] [--first-seed S] [--x64] [--delta D]
-        # -> results/racing_mh_bias[_x64][_deltaD][_fromS].{json,md}
+        # -> results/racing_mh_bias[_x64][_deltaD, 0.01 as 0p01][_fromS].{json,md}
 """
 
 from __future__ import annotations
@@ -157,7 +157,7 @@ def main(argv=None) -> None:
               "z = (chain mean - exact mean) / ArviZ MCSE per seed; bias in posterior sds, mean ± s.e. over seeds.", "",
               "| model | site | exact mean | z, mean ± s.e. over seeds | bias / posterior sd | z per seed |",
               "|---|---|---|---|---|---|"]
-    default_out = ("racing_mh_bias" + ("_x64" if args.x64 else "") + ("" if args.delta is None else f"_delta{args.delta:g}")
+    default_out = ("racing_mh_bias" + ("_x64" if args.x64 else "") + ("" if args.delta is None else f"_delta{args.delta:g}".replace(".", "p"))
                    + ("" if args.first_seed == 0 else f"_from{args.first_seed}"))
     out = HERE / "results" / (args.out or default_out)
     write_results(out, summary, header + lines)
