@@ -225,6 +225,11 @@ def test_a_parameter_free_null_model_against_the_closed_form_x64_vectorized_and_
                     chain_method="vectorized", progress_bar=False)
         mcmc.run(jax.random.PRNGKey(5), y=y, extra_fields=("num_likelihood_evals",))
         idata = az.from_numpyro(mcmc)  # replays the model on float64 draws: under x64, as the run
+        # pseudoprior="copula" fits no pilot to the null model (a fresh user's crash: NUTS on no sites)
+        kernel = ModelSelection([null, alt], pseudoprior="copula", pilot_draws=100)
+        fits = kernel.pseudopriors(kernel.init(jax.random.PRNGKey(6), 0, None, (y,), {}))
+    assert fits["null"].lam is None and fits["alt"].lam is not None  # Gaussian for null, copula for alt
+    np.testing.assert_allclose(np.asarray(fits["null"].mean), [0.0], atol=1e-5)  # the auxiliary site's prior
     assert set(idata.posterior.data_vars) == {"model", "alt.mu"}
     post = model_posterior(mcmc)
     assert post.names == ["null", "alt"]

@@ -284,7 +284,27 @@ X64_SCRIPT = textwrap.dedent("""
         m = MCMC(RacingGibbs(shift), num_warmup=0, num_samples=300, num_chains=2, chain_method="parallel",
                  progress_bar=False)
         m.run(jax.random.PRNGKey(3), yy)
-        return {"tv": k_tv(m, yy)}
+        tv = k_tv(m, yy)
+        # on from post_warmup_state: a second pmap trace (the first one's values had leaked into the cache)
+        m.post_warmup_state = m.last_state
+        m.run(m.post_warmup_state.rng_key, yy)
+        return {"tv": tv, "tv_continued": k_tv(m, yy)}
+
+    def mh_parallel_bounded_support():
+        # a fresh user's crash: the observed site's support check (Poisson: nonnegative integers) read the
+        # prototype trace on the host, and under pmap it was a tracer; conjugate Gamma-Poisson posterior
+        c = np.random.default_rng(0).poisson(4.0, size=n).astype(np.float64)
+        def model(c):
+            lam = numpyro.sample("lam", dist.Gamma(2.0, 1.0))
+            with numpyro.plate("data", c.shape[0]):
+                numpyro.sample("c", dist.Poisson(lam), obs=c)
+        m = MCMC(RacingMH(model), num_warmup=200, num_samples=500, num_chains=2, chain_method="parallel",
+                 progress_bar=False)
+        m.run(jax.random.PRNGKey(4), c)
+        lam = np.asarray(m.get_samples(group_by_chain=True)["lam"])
+        a, b = 2 + c.sum(), 1 + len(c)
+        mcse = lam.std() / np.sqrt(max(float(np.sum(effective_sample_size(lam))), 1.0))
+        return {"z": float((lam.mean() - a / b) / mcse), "sd_ratio": float(lam.std() / (np.sqrt(a) / b))}
 
     def selection_parallel():
         # a fresh user's crash: ModelSelection's "auto" pseudoprior check and pilot need concrete values, and
@@ -305,6 +325,7 @@ X64_SCRIPT = textwrap.dedent("""
     part("gibbs", gibbs_no_progress_bar)
     part("gibbs_parallel", gibbs_parallel)
     part("selection_parallel", selection_parallel)
+    part("mh_parallel_bounded_support", mh_parallel_bounded_support)
     print("RESULT " + json.dumps(out))
 """)
 
@@ -315,8 +336,9 @@ def test_x64_numpy_inputs_parallel_chains_and_racing_gibbs():
        with chain_method="parallel" (two host devices) targets the analytic posterior;
     2. RacingGibbs with progress_bar=False runs (its int32 counters no longer turn int64
        in the scan carry) and follows the exact posterior;
-    3. under chain_method="parallel" (init traced inside pmap) RacingGibbs and ModelSelection with its
-       "auto" pseudoprior check run (both crashed for a fresh user) and give the exact answers."""
+    3. under chain_method="parallel" (init traced inside pmap) RacingGibbs (also on from
+       post_warmup_state), RacingMH on a bounded-support likelihood (Poisson) and ModelSelection with its
+       "auto" pseudoprior check run (each crashed for a fresh user) and give the exact answers."""
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     env["JAX_PLATFORMS"] = "cpu"
     res = subprocess.run([sys.executable, "-c", X64_SCRIPT], capture_output=True, text=True, env=env, timeout=600)
@@ -333,10 +355,13 @@ def test_x64_numpy_inputs_parallel_chains_and_racing_gibbs():
     assert g["tv"] < 0.15, g
     gp, sp = out["gibbs_parallel"], out["selection_parallel"]
     assert "error" not in gp, gp["error"]
-    assert gp["tv"] < 0.15, gp
+    assert gp["tv"] < 0.15 and gp["tv_continued"] < 0.15, gp
     assert "error" not in sp, sp["error"]
     assert 0.2 < sp["p_alt"] < 0.8 and abs(sp["z"]) < 3.0, sp
     assert sp["auto_choice"] == {"null": "laplace", "alt": "laplace"}, sp  # the check ran, outside the trace
+    mb = out["mh_parallel_bounded_support"]
+    assert "error" not in mb, mb["error"]
+    assert abs(mb["z"]) < 4.0 and abs(mb["sd_ratio"] - 1) < 0.2, mb
 
 
 # ------------------------------------------------------- 3. enumerated / local sites

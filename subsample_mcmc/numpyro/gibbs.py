@@ -34,7 +34,7 @@ from ..racing.discrete import check_tie_share
 from .control import DataSpaceControlVariate
 from .mh import _SPREAD_MIN_NATS, _SPREAD_RATIO_MAX, RacingMH
 from .model import (InitOnceKernel, ModelSubsampler, check_delta, check_init_params, check_method, check_model,
-                    full_data_model, jit_with_data)
+                    full_data_model, jit_with_data, outside_traces)
 
 __all__ = ["RacingGibbs", "RacingGibbsState"]
 
@@ -139,6 +139,7 @@ class RacingGibbs(InitOnceKernel):
         replay.  It compares equal to the model passed to the constructor."""
         return full_data_model(self._model)
 
+    @outside_traces
     def _setup(self, model_args, model_kwargs):
         if self._ms is not None:
             return self._ms

@@ -68,7 +68,7 @@ from ..racing.race import _run_at_most_once
 from ..racing.discrete import check_tie_share
 from .control import DataSpaceControlVariate
 from .model import (InitOnceKernel, ModelSubsampler, PlateIndices, check_bool, check_delta, check_init_params,
-                    check_method, check_model, jit_with_data, split_data)
+                    check_method, check_model, jit_with_data, outside_traces, split_data)
 
 __all__ = ["RacingMH", "RacingMHState"]
 
@@ -478,6 +478,7 @@ class RacingMH(InitOnceKernel):
         return int(ravel_pytree(ms.unconstrained_prototype())[0].shape[0])
 
     # -- model plumbing ---------------------------------------------------------------
+    @outside_traces
     def _setup(self, model_args, model_kwargs):
         if self._subsampler is None:
             ms = ModelSubsampler(self.model, model_args, model_kwargs, self.data_plate)

@@ -97,6 +97,24 @@ __all__ = ["FullDataModel", "FullDataPlate", "InitOnceKernel", "ModelSubsampler"
 
 
 
+def outside_traces(setup):
+    """Run a kernel's ``_setup(model_args, model_kwargs, ...)`` outside any enclosing trace when the data
+    are concrete.  Under ``chain_method="parallel"`` NumPyro calls ``init`` inside ``pmap`` with the data
+    closed over (concrete) but the trace current, so the model's prototype trace, the support checks and
+    the discrete supports would be tracers: host-side checks fail on them, and a second ``run`` (from
+    ``post_warmup_state``) met the first trace's leaked values in the cache.  ``jax.core.eval_context``
+    evaluates them now, as under the other chain methods.  Traced data (a user's own ``jit``) stay traced."""
+
+    @functools.wraps(setup)
+    def wrapper(self, model_args, model_kwargs, *rest, **kwargs):
+        if any(isinstance(v, jax.core.Tracer) for v in jax.tree.leaves((model_args, model_kwargs))):
+            return setup(self, model_args, model_kwargs, *rest, **kwargs)
+        with jax.core.eval_context():
+            return setup(self, model_args, model_kwargs, *rest, **kwargs)
+
+    return wrapper
+
+
 class InitOnceKernel(MCMCKernel):
     """An ``MCMCKernel`` whose ``init`` runs once per chain.
 

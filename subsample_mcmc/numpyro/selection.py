@@ -301,6 +301,7 @@ class ModelSelection(InitOnceKernel):
         if mh_options.get("control_variate", "taylor") == "taylor":
             mh_options.setdefault("taylor_order", 2)
         self._mh_options = mh_options
+        self._parameter_free = set()  # names of the candidates given the auxiliary site
         try:
             self.kernels = [RacingMH(m, **self.race_options, data_plate=data_plate, **mh_options) for m in self._models]
         except TypeError as e:
@@ -332,6 +333,7 @@ class ModelSelection(InitOnceKernel):
                     # a fixed (parameter-free) candidate: give it a site its likelihood never reads
                     kern = self.kernels[j] = RacingMH(_with_auxiliary_site(self._models[j]), **self.race_options,
                                                       data_plate=self.data_plate, **self._mh_options)
+                    self._parameter_free.add(name)
                     ms = kern._setup(model_args, model_kwargs)
             except TypeError as e:
                 raise TypeError(f"model {name!r} cannot be called with the data arguments given to MCMC.run ({e}): "
@@ -468,9 +470,13 @@ class ModelSelection(InitOnceKernel):
                 raise ValueError(f"pseudoprior[{name!r}] has {g.mean.shape[-1]} parameters but model {name!r} "
                                  f"has {flat.shape[0]}")
             return jax.tree.map(lambda v: jnp.asarray(v, flat.dtype), g)
+        make = lambda s: pseudoprior(s.center, s.inverse_mass_matrix, s.mass_factor)  # noqa: E731
+        if name in self._parameter_free:  # the auxiliary site's Laplace fit is its N(0, 1) prior: exact
+            if self.pseudoprior_kind == "auto":
+                self.auto_choice[name] = dict(pseudoprior="laplace", parameter_free=True)
+            return jax.vmap(make)(st) if self._vectorized else make(st)
         if self.pseudoprior_kind == "copula":
             return self._pilot(name, kern, st, model_args, model_kwargs)
-        make = lambda s: pseudoprior(s.center, s.inverse_mass_matrix, s.mass_factor)  # noqa: E731
         g = jax.vmap(make)(st) if self._vectorized else make(st)
         if self.pseudoprior_kind == "laplace":
             return g
