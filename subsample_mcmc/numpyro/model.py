@@ -98,7 +98,8 @@ __all__ = ["FullDataModel", "FullDataPlate", "InitOnceKernel", "ModelSubsampler"
 
 
 def outside_traces(setup):
-    """Run a kernel's ``_setup(model_args, model_kwargs, ...)`` outside any enclosing trace when the data
+    """Run a kernel method ``f(self, model_args, model_kwargs, ...)`` (its ``_setup``, ModelSelection's
+    concrete pseudoprior fits) outside any enclosing trace when the data
     are concrete.  Under ``chain_method="parallel"`` NumPyro calls ``init`` inside ``pmap`` with the data
     closed over (concrete) but the trace current, so the model's prototype trace, the support checks and
     the discrete supports would be tracers: host-side checks fail on them, and a second ``run`` (from

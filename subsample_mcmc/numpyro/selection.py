@@ -33,7 +33,7 @@ from ..kernels.proxy import proxy_residual
 from ..racing import ArmControlVariates, sample_discrete, sample_discrete_exact
 from .control import LinearFeatureControlVariate
 from .mh import RacingMH
-from .model import InitOnceKernel, check_delta, check_method, full_data_model, jit_with_data
+from .model import InitOnceKernel, check_delta, check_method, full_data_model, jit_with_data, outside_traces
 
 __all__ = ["ModelSelection", "ModelSelectionState", "ModelPosterior", "model_posterior", "conditional_samples"]
 
@@ -377,7 +377,7 @@ class ModelSelection(InitOnceKernel):
         self._vectorized = not is_prng_key(rng_key)
         fits = None
         if self.pseudoprior_kind in ("auto", "copula") and isinstance(rng_key, jax.core.Tracer):
-            fits = self._concrete_pseudopriors(num_warmup, model_args, model_kwargs)
+            fits = self._concrete_pseudopriors(model_args, model_kwargs, num_warmup)
         self._setup(model_args, model_kwargs)
         if init_params is not None:
             if not isinstance(init_params, dict) or not set(init_params) <= set(self.names):
@@ -438,22 +438,20 @@ class ModelSelection(InitOnceKernel):
             return boundary
         return boundary | jnp.any(jnp.stack([jnp.isinf(st.residual_spread_ratio) & st.exact_mode for st in inner]))
 
-    def _concrete_pseudopriors(self, num_warmup, model_args, model_kwargs) -> dict:
+    @outside_traces
+    def _concrete_pseudopriors(self, model_args, model_kwargs, num_warmup) -> dict:
         """Every model's pseudoprior when NumPyro traces ``init`` (``chain_method="parallel"`` runs it
         inside ``pmap``): the ``"auto"`` check and the NUTS pilot decide on concrete values, so they run
-        outside the trace (``jax.core.eval_context``; ``jax.ensure_compile_time_eval`` folds constants
-        under ``jit`` only), at a concrete start of each model's kernel (its mode search, once), before
-        anything is cached inside the trace; the fits serve every chain, as one pilot serves vectorized
-        chains."""
-        with jax.core.eval_context():
-            self._setup(model_args, model_kwargs)
-            self._check_control_variate_sizes()
-            fits = {}
-            for j, (name, kern) in enumerate(zip(self.names, self.kernels)):
-                st = kern.init(jax.random.fold_in(jax.random.PRNGKey(0), j), num_warmup, None, model_args,
-                               model_kwargs)
-                self._check_control_variate(name, kern, st, model_args, model_kwargs)
-                fits[name] = self._pseudoprior(name, kern, st, model_args, model_kwargs)
+        outside the trace (:func:`~subsample_mcmc.numpyro.model.outside_traces`), at a concrete start of
+        each model's kernel (its mode search, once), before anything is cached inside the trace; the fits
+        serve every chain, as one pilot serves vectorized chains."""
+        self._setup(model_args, model_kwargs)
+        self._check_control_variate_sizes()
+        fits = {}
+        for j, (name, kern) in enumerate(zip(self.names, self.kernels)):
+            st = kern.init(jax.random.fold_in(jax.random.PRNGKey(0), j), num_warmup, None, model_args, model_kwargs)
+            self._check_control_variate(name, kern, st, model_args, model_kwargs)
+            fits[name] = self._pseudoprior(name, kern, st, model_args, model_kwargs)
         return fits
 
     def _pseudoprior(self, name, kern, st, model_args, model_kwargs):
