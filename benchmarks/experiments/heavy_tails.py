@@ -87,7 +87,7 @@ def make_heavy_problem(family: str, num_arms: int, population_size: int, seed: i
 
 
 def run_cell(problem: Problem, *, delta: float, num_races: int, seed: int = 0,
-             heavy_tail_guard: bool = True, variance: str = "pairwise") -> dict:
+             heavy_tail_guard: bool = True, variance: str = "pairwise", tie_share: float = 0.0) -> dict:
     """Racing-Normal on one battery cell: errors against the exact draw, cost.
 
     Adds ``exceeds`` (the whole 99% Clopper-Pearson interval of the error rate lies
@@ -95,7 +95,7 @@ def run_cell(problem: Problem, *, delta: float, num_races: int, seed: int = 0,
     """
     rec = run_setting(problem, method="normal", delta=delta, variance=variance,
                       num_races=num_races, seed=seed, batch_size=None,
-                      heavy_tail_guard=heavy_tail_guard)
+                      heavy_tail_guard=heavy_tail_guard, tie_share=tie_share)
     lo, hi = clopper_pearson(rec["errors"], num_races, level=0.99)
     rec.update(family=problem.distribution, error_ci99=(lo, hi), exceeds=bool(lo > delta))
     return rec

@@ -67,10 +67,10 @@ def make_problem(seed: int, num_arms: int, population_size: int, distribution: s
 
 @functools.lru_cache(maxsize=64)
 def _compiled_runner(method, variance, num_arms, population_size, first_batch, batch_size,
-                     heavy_tail_guard=True):
+                     heavy_tail_guard=True, tie_share=0.0):
     """One jitted runner per static configuration: data and delta are arguments,
     so sweeping problems and error levels does not recompile."""
-    options = dict(method=method, variance=variance, heavy_tail_guard=heavy_tail_guard)
+    options = dict(method=method, variance=variance, heavy_tail_guard=heavy_tail_guard, tie_share=tie_share)
     if first_batch is not None:
         options["first_batch"] = first_batch
 
@@ -97,8 +97,13 @@ def run_setting(
     batch_size: int | None = 64,
     first_batch: int | None = None,
     heavy_tail_guard: bool = True,
+    tie_share: float = 0.0,
 ) -> dict:
     """Run ``num_races`` independent races on ``problem``; return errors and cost.
+
+    ``tie_share`` is :func:`~subsample_mcmc.racing.sample_discrete`'s (the kernels' default
+    is 0.5).  ``errors_to_lower`` counts the errors that returned a lower arm index than
+    the exact draw (on an ordered parameter grid: the direction of the errors).
 
     Races run through ``lax.map`` with ``batch_size`` races vmapped at a time (a
     batch costs what its slowest race costs; the batch bounds memory).  The
@@ -114,18 +119,20 @@ def run_setting(
     ranges = jnp.max(rewards, 1) - jnp.min(rewards, 1)
     keys = jax.random.split(jax.random.PRNGKey(seed), num_races)
     bs = None if batch_size is None else min(batch_size, num_races)
-    run = _compiled_runner(method, variance, d, n, first_batch, bs, bool(heavy_tail_guard))
+    run = _compiled_runner(method, variance, d, n, first_batch, bs, bool(heavy_tail_guard), float(tie_share))
     t0 = time.perf_counter()
     arms, evals, gumbel = jax.block_until_ready(run(keys, rewards, ranges, jnp.float32(delta)))
     seconds = time.perf_counter() - t0
     exact = np.argmax(problem.totals[None, :] + np.asarray(gumbel, np.float64), axis=1)
-    errors = int(np.sum(np.asarray(arms) != exact))
+    arms = np.asarray(arms)
+    errors = int(np.sum(arms != exact))
     lo, hi = clopper_pearson(errors, num_races)
     return dict(
         method=method, variance=variance, delta=delta, num_arms=d, population_size=n,
         distribution=problem.distribution, sigma=problem.sigma, races=num_races,
         errors=errors, error_rate=errors / num_races, error_ci=(lo, hi),
-        heavy_tail_guard=bool(heavy_tail_guard),
+        errors_to_lower=int(np.sum(arms < exact)),
+        heavy_tail_guard=bool(heavy_tail_guard), tie_share=float(tie_share),
         fraction_read=float(np.mean(np.asarray(evals)) / (n * d)),
         seconds=seconds,
     )
@@ -254,6 +261,7 @@ def merge_records(parts: list[dict]) -> dict:
         errors=errors,
         error_rate=errors / races,
         error_ci=clopper_pearson(errors, races),
+        errors_to_lower=sum(p.get("errors_to_lower", 0) for p in parts),
         fraction_read=sum(p["fraction_read"] * p["races"] for p in parts) / races,
         seconds=sum(p["seconds"] for p in parts),
     )
