@@ -320,7 +320,25 @@ X64_SCRIPT = textwrap.dedent("""
         return {"z": float((post.probabilities[1] - p_alt) / post.stderr[1]), "p_alt": float(p_alt),
                 "auto_choice": {k: v["pseudoprior"] for k, v in kernel.auto_choice.items()}}
 
+    def warnings_parallel():
+        # the start checks' warnings were lost under pmap's trace: a kinked (Laplace) likelihood, whose chains
+        # sample by the exact step, warned under "vectorized" and said nothing under "parallel"
+        import warnings
+        xx = rng.normal(size=(n, 2)); yy = 0.7 + xx @ np.array([0.5, -0.5]) + 1.5 * rng.laplace(size=n)
+        def l1(x, y=None):
+            beta = numpyro.sample("beta", dist.Normal(0.0, 5.0).expand([2]).to_event(1))
+            with numpyro.plate("data", x.shape[0]):
+                numpyro.sample("y", dist.Laplace(0.7 + x @ beta, 1.5), obs=y)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            m = MCMC(RacingMH(l1), num_warmup=0, num_samples=20, num_chains=2, chain_method="parallel",
+                     progress_bar=False)
+            m.run(jax.random.PRNGKey(7), xx, y=yy)
+        return {"messages": [str(w.message) for w in caught if issubclass(w.category, UserWarning)],
+                "exact_mode": np.asarray(m.last_state.exact_mode).tolist()}
+
     part("unit", unit)
+    part("warnings_parallel", warnings_parallel)
     part("mh_parallel", mh_parallel)
     part("gibbs", gibbs_no_progress_bar)
     part("gibbs_parallel", gibbs_parallel)
@@ -338,7 +356,8 @@ def test_x64_numpy_inputs_parallel_chains_and_racing_gibbs():
        in the scan carry) and follows the exact posterior;
     3. under chain_method="parallel" (init traced inside pmap) RacingGibbs (also on from
        post_warmup_state), RacingMH on a bounded-support likelihood (Poisson) and ModelSelection with its
-       "auto" pseudoprior check run (each crashed for a fresh user) and give the exact answers."""
+       "auto" pseudoprior check run (each crashed for a fresh user) and give the exact answers;
+    4. under "parallel" the start checks' warnings are raised (from one more start outside pmap's trace)."""
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     env["JAX_PLATFORMS"] = "cpu"
     res = subprocess.run([sys.executable, "-c", X64_SCRIPT], capture_output=True, text=True, env=env, timeout=600)
@@ -359,6 +378,11 @@ def test_x64_numpy_inputs_parallel_chains_and_racing_gibbs():
     assert "error" not in sp, sp["error"]
     assert 0.2 < sp["p_alt"] < 0.8 and abs(sp["z"]) < 3.0, sp
     assert sp["auto_choice"] == {"null": "laplace", "alt": "laplace"}, sp  # the check ran, outside the trace
+    wp = out["warnings_parallel"]
+    assert "error" not in wp, wp["error"]
+    assert wp["exact_mode"] == [True, True], wp
+    kink = [m for m in wp["messages"] if "not twice differentiable" in m]
+    assert len(kink) == 1 and "PRNGKey(0)" in kink[0], wp["messages"]  # once, marked as the extra start's
     mb = out["mh_parallel_bounded_support"]
     assert "error" not in mb, mb["error"]
     assert abs(mb["z"]) < 4.0 and abs(mb["sd_ratio"] - 1) < 0.2, mb

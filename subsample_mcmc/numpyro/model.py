@@ -75,6 +75,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import warnings
 from typing import Optional
 
 import jax
@@ -124,7 +125,16 @@ class InitOnceKernel(MCMCKernel):
     has a ``_sample_fn``, as NumPyro's own HMC and Gibbs kernels set in theirs.  Subclasses
     implement ``_init_states``; ``init`` calls it and sets ``_sample_fn``, so the second phase
     starts from the given state without a second mode search, check pass or proxy fit.
+
+    Under ``chain_method="parallel"`` NumPyro calls ``init`` inside ``pmap``, so the start checks see
+    tracers and their host-side warnings cannot be raised.  When the data are concrete and no
+    ``init_params`` are given, ``init`` first runs the start once more outside the trace, on the key
+    ``PRNGKey(0)`` (:meth:`_check_start_outside_trace`), and raises its warnings (and errors) there:
+    one more start (mode search, checks) per kernel, before the chains' own.  Kernels that make
+    such a concrete start themselves set ``_check_traced_start = False``.
     """
+
+    _check_traced_start = True
 
     def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
         """The initial state (NumPyro's ``MCMCKernel.init``; ``MCMC.run`` calls it).
@@ -138,9 +148,29 @@ class InitOnceKernel(MCMCKernel):
                 vectorised chains; the class docstring says how each kernel uses them.
             model_args, model_kwargs: the model's data arguments, as given to ``MCMC.run``.
         """
+        traced = isinstance(rng_key, jax.core.Tracer)
+        if traced and init_params is None and self._check_traced_start and not getattr(self, "_started", False):
+            self._check_start_outside_trace(model_args, model_kwargs, num_warmup)
         state = self._init_states(rng_key, num_warmup, init_params, model_args, model_kwargs)
+        if not traced:
+            self._started = True
         self._sample_fn = self.sample
         return state
+
+    @outside_traces
+    def _check_start_outside_trace(self, model_args, model_kwargs, num_warmup):
+        """A start on ``PRNGKey(0)`` outside ``pmap``'s trace, discarded: its checks' warnings are
+        raised again with a note saying where they come from (see the class docstring)."""
+        if any(isinstance(v, jax.core.Tracer) for v in jax.tree.leaves((model_args, model_kwargs))):
+            return  # data traced by a user's own jit: nothing concrete to check
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            self._init_states(jax.random.PRNGKey(0), num_warmup, None, model_args, model_kwargs)
+        self._started = True
+        for w in caught:
+            warnings.warn(f"{w.message} [chain_method='parallel': NumPyro starts each chain inside pmap's trace, "
+                          "where the start checks cannot warn; this warning comes from one more start, on "
+                          "PRNGKey(0), made outside it]", w.category, stacklevel=4)
 
     def _init_states(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
         raise NotImplementedError

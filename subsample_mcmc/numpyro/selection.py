@@ -234,6 +234,10 @@ class ModelSelection(InitOnceKernel):
         (['constant', 'linear'], 1.0)
     """
 
+    # under a traced init, _concrete_pseudopriors starts each model's kernel concretely (auto, copula), or
+    # each model's kernel checks its own start outside the trace (InitOnceKernel.init)
+    _check_traced_start = False
+
     sample_field = "z"
 
     def __init__(self, models: Union[Sequence, dict], *, prior=None, method: str = "normal", delta: float = 0.05,
