@@ -414,7 +414,7 @@ class ModelSelection(InitOnceKernel):
         adjust = self._initial_adjustment(inner, pseudo, model_args, model_kwargs)
         features = self._feature_proxies(inner, pseudo, model_args, model_kwargs)
 
-        def build(key, inner, pseudo, adjust):
+        def build(key, inner, pseudo, adjust, features):
             k = jnp.zeros((), jnp.int32)
             return ModelSelectionState(
                 i=jnp.zeros((), jnp.int32), z=self._z(k, inner), inner_states=tuple(inner),
@@ -425,9 +425,11 @@ class ModelSelection(InitOnceKernel):
                 race_cost=jnp.zeros((), jnp.float32), model_draw_checked=jnp.zeros((), bool),
                 model_draw_disagrees=jnp.zeros((), bool), **features)
 
+        # the control variate's fields carry the chain axis too: mapped over, not closed over (a closed-over
+        # [C, ...] field came out [C, C, ...], and each chain's race saw C data points)
         if self._vectorized:
-            return jax.vmap(build)(key_state, tuple(inner), tuple(pseudo), adjust)
-        return build(key_state, inner, pseudo, adjust)
+            return jax.vmap(build)(key_state, tuple(inner), tuple(pseudo), adjust, features)
+        return build(key_state, inner, pseudo, adjust, features)
 
     def _kinked(self, inner):
         """Whether some model's likelihood has a kink in its parameters (its RacingMH init found the
