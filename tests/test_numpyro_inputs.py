@@ -337,7 +337,28 @@ X64_SCRIPT = textwrap.dedent("""
         return {"messages": [str(w.message) for w in caught if issubclass(w.category, UserWarning)],
                 "exact_mode": np.asarray(m.last_state.exact_mode).tolist()}
 
+    def selection_parallel_control_variate():
+        # a fresh session's crash: the control variates' check and the choice of their exactly-read points ran
+        # on the host at the traced init; polynomial degree 1 or 2 against the closed form (data tuned to share)
+        from scipy.optimize import brentq
+        from subsample_mcmc import LinearFeatureControlVariate, ModelSelection, model_posterior
+        from subsample_mcmc.models import polynomial as pm
+        xx, noise = pm.simulate(4000, [0.0], seed=1)
+        data = lambda c2: 0.5 + 0.3 * xx + c2 * xx ** 2 + noise  # noqa: E731
+        c2 = brentq(lambda c: pm.log_evidence(xx, data(c), 2) - pm.log_evidence(xx, data(c), 1), 0.0, 0.2)
+        yy = data(c2)
+        cv = {f"degree{d}": LinearFeatureControlVariate(lambda v: v["beta"][None, :],
+                                                        lambda z, w: dist.Normal(z[0], 1.0).log_prob(w),
+                                                        pm.features(xx, d), yy) for d in (1, 2)}
+        m = MCMC(ModelSelection(pm.polynomial_models((1, 2)), control_variate=cv), num_warmup=200, num_samples=1000,
+                 num_chains=2, chain_method="parallel", progress_bar=False)
+        m.run(jax.random.PRNGKey(8), xx, y=yy)
+        post = model_posterior(m)
+        exact = pm.model_probabilities(xx, yy, (1, 2))
+        return {"z": float((post.probabilities[1] - exact[1]) / post.stderr[1]), "p": float(exact[1])}
+
     part("unit", unit)
+    part("selection_parallel_control_variate", selection_parallel_control_variate)
     part("warnings_parallel", warnings_parallel)
     part("mh_parallel", mh_parallel)
     part("gibbs", gibbs_no_progress_bar)
@@ -357,7 +378,8 @@ def test_x64_numpy_inputs_parallel_chains_and_racing_gibbs():
     3. under chain_method="parallel" (init traced inside pmap) RacingGibbs (also on from
        post_warmup_state), RacingMH on a bounded-support likelihood (Poisson) and ModelSelection with its
        "auto" pseudoprior check run (each crashed for a fresh user) and give the exact answers;
-    4. under "parallel" the start checks' warnings are raised (from one more start outside pmap's trace)."""
+    4. under "parallel" the start checks' warnings are raised (from one more start outside pmap's trace), and
+       ModelSelection takes control variates there."""
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     env["JAX_PLATFORMS"] = "cpu"
     res = subprocess.run([sys.executable, "-c", X64_SCRIPT], capture_output=True, text=True, env=env, timeout=600)
@@ -378,6 +400,9 @@ def test_x64_numpy_inputs_parallel_chains_and_racing_gibbs():
     assert "error" not in sp, sp["error"]
     assert 0.2 < sp["p_alt"] < 0.8 and abs(sp["z"]) < 3.0, sp
     assert sp["auto_choice"] == {"null": "laplace", "alt": "laplace"}, sp  # the check ran, outside the trace
+    sc = out["selection_parallel_control_variate"]
+    assert "error" not in sc, sc["error"]
+    assert 0.2 < sc["p"] < 0.8 and abs(sc["z"]) < 3.0, sc
     wp = out["warnings_parallel"]
     assert "error" not in wp, wp["error"]
     assert wp["exact_mode"] == [True, True], wp

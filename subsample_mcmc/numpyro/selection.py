@@ -234,8 +234,7 @@ class ModelSelection(InitOnceKernel):
         (['constant', 'linear'], 1.0)
     """
 
-    # under a traced init, _concrete_pseudopriors starts each model's kernel concretely (auto, copula), or
-    # each model's kernel checks its own start outside the trace (InitOnceKernel.init)
+    # under a traced init, _concrete_start starts each model's kernel concretely, with its warnings
     _check_traced_start = False
 
     sample_field = "z"
@@ -379,9 +378,9 @@ class ModelSelection(InitOnceKernel):
         model_kwargs = {} if model_kwargs is None else dict(model_kwargs)
         self._num_warmup = int(num_warmup)
         self._vectorized = not is_prng_key(rng_key)
-        fits = None
-        if self.pseudoprior_kind in ("auto", "copula") and isinstance(rng_key, jax.core.Tracer):
-            fits = self._concrete_pseudopriors(model_args, model_kwargs, num_warmup)
+        fits = features = None
+        if isinstance(rng_key, jax.core.Tracer):
+            fits, features = self._concrete_start(model_args, model_kwargs, num_warmup)
         self._setup(model_args, model_kwargs)
         if init_params is not None:
             if not isinstance(init_params, dict) or not set(init_params) <= set(self.names):
@@ -394,15 +393,9 @@ class ModelSelection(InitOnceKernel):
         for j, (name, kern) in enumerate(zip(self.names, self.kernels)):
             key_j = keys[:, j] if self._vectorized else keys[j]
             params = None if init_params is None else init_params.get(name)
-            try:
-                st = kern.init(key_j, num_warmup, params, model_args, model_kwargs)
-            except ValueError as e:
-                text = str(e)
-                if "not finite at the start" in text and "outside the likelihood's support" in text:
-                    text += (f". If the data are impossible under model {name!r} at any parameter value, its "
-                             "posterior probability is 0: leave it out of the candidates")
-                raise ValueError(f"model {name!r}: {text}") from e
-            self._check_control_variate(name, kern, st, model_args, model_kwargs)  # before the pseudoprior fit
+            st = self._init_model(name, kern, key_j, num_warmup, params, model_args, model_kwargs)
+            if fits is None:  # (else checked at the concrete start)
+                self._check_control_variate(name, kern, st, model_args, model_kwargs)  # before the pseudoprior fit
             g = fits[name] if fits else self._pseudoprior(name, kern, st, model_args, model_kwargs)
             if self._vectorized and jnp.ndim(g.mean) == 1:  # one fit serves every chain
                 c = jnp.shape(st.i)[0]
@@ -412,7 +405,8 @@ class ModelSelection(InitOnceKernel):
         self._unravels = [kern._unravel for kern in self.kernels]
         key_state = keys[:, -1] if self._vectorized else keys[-1]
         adjust = self._initial_adjustment(inner, pseudo, model_args, model_kwargs)
-        features = self._feature_proxies(inner, pseudo, model_args, model_kwargs)
+        if features is None:
+            features = self._feature_proxies(inner, pseudo, model_args, model_kwargs)
 
         def build(key, inner, pseudo, adjust, features):
             k = jnp.zeros((), jnp.int32)
@@ -444,21 +438,39 @@ class ModelSelection(InitOnceKernel):
             return boundary
         return boundary | jnp.any(jnp.stack([jnp.isinf(st.residual_spread_ratio) & st.exact_mode for st in inner]))
 
+    @staticmethod
+    def _init_model(name, kern, key, num_warmup, params, model_args, model_kwargs):
+        """Model ``name``'s RacingMH state; a start outside the likelihood's support named as such."""
+        try:
+            return kern.init(key, num_warmup, params, model_args, model_kwargs)
+        except ValueError as e:
+            text = str(e)
+            if "not finite at the start" in text and "outside the likelihood's support" in text:
+                text += (f". If the data are impossible under model {name!r} at any parameter value, its "
+                         "posterior probability is 0: leave it out of the candidates")
+            raise ValueError(f"model {name!r}: {text}") from e
+
     @outside_traces
-    def _concrete_pseudopriors(self, model_args, model_kwargs, num_warmup) -> dict:
-        """Every model's pseudoprior when NumPyro traces ``init`` (``chain_method="parallel"`` runs it
-        inside ``pmap``): the ``"auto"`` check and the NUTS pilot decide on concrete values, so they run
-        outside the trace (:func:`~subsample_mcmc.numpyro.model.outside_traces`), at a concrete start of
-        each model's kernel (its mode search, once), before anything is cached inside the trace; the fits
-        serve every chain, as one pilot serves vectorized chains."""
+    def _concrete_start(self, model_args, model_kwargs, num_warmup) -> tuple:
+        """``(pseudopriors, control-variate fields or None)`` when NumPyro traces ``init``
+        (``chain_method="parallel"`` runs it inside ``pmap``).  The ``"auto"`` check, the NUTS pilot, the
+        control variates' check against each model and the choice of their exactly-read points decide on
+        concrete values, so they run outside the trace (:func:`~subsample_mcmc.numpyro.model.outside_traces`),
+        at a concrete start of each model's kernel (its mode search, once, on ``fold_in(PRNGKey(0), j)``; its
+        warnings are raised there), before anything is cached inside the trace; the results serve every
+        chain, as chain 0's serve vectorized chains."""
         self._setup(model_args, model_kwargs)
         self._check_control_variate_sizes()
-        fits = {}
+        fits, inner = {}, []
         for j, (name, kern) in enumerate(zip(self.names, self.kernels)):
-            st = kern.init(jax.random.fold_in(jax.random.PRNGKey(0), j), num_warmup, None, model_args, model_kwargs)
+            st = self._init_model(name, kern, jax.random.fold_in(jax.random.PRNGKey(0), j), num_warmup, None,
+                                  model_args, model_kwargs)
             self._check_control_variate(name, kern, st, model_args, model_kwargs)
             fits[name] = self._pseudoprior(name, kern, st, model_args, model_kwargs)
-        return fits
+            inner.append(st)
+        features = (None if self.control_variates is None else
+                    self._feature_proxies(inner, [fits[name] for name in self.names], model_args, model_kwargs))
+        return fits, features
 
     def _pseudoprior(self, name, kern, st, model_args, model_kwargs):
         """Model ``j``'s pseudoprior (``pseudoprior`` of the constructor): the Laplace Gaussian
