@@ -22,6 +22,10 @@ trips and traced phases), not the race's decisions; ``M`` changes the schedule i
 revision ``REV`` (the rest of the package as checked out), timed in the same rounds: a paired measure of a
 change to the race loop on this machine's drifting clock.
 
+``--chains C`` moves C chains at once, vectorized as ``chain_method="vectorized"`` runs them (one program,
+the step ``vmap``-ped; a race's loop then runs until its slowest chain stops): a probe of whether a sweep's
+fixed per-operation overhead, which one chain pays alone, is shared.
+
 ``--tile K`` repeats the lag matrix's rows ``K`` times: not a real series (each model's total and every
 gap between models grow ``K``-fold, so races stop on fewer points relative to N), but a probe of whether a
 raced evaluation's cost over an exact one's (the table's last column) is a fixed per-sweep overhead that a
@@ -132,7 +136,9 @@ def compiled_sweeps(models, y, orders, pseudopriors, method: str, args, module=N
     options = {} if first is None else {"first_batch": first}
     kernel = ModelSelection(models, method=method, pseudoprior=pseudopriors, control_variate=cv, check_decisions=0,
                             **options)
-    mcmc = MCMC(kernel, num_warmup=args.warmup, num_samples=args.samples, progress_bar=False)
+    chains = getattr(args, "chains", 1)
+    mcmc = MCMC(kernel, num_warmup=args.warmup, num_samples=args.samples, progress_bar=False, num_chains=chains,
+                chain_method="vectorized" if chains > 1 else "sequential")
     with race_loop(module), race_growth(growth):
         mcmc.run(jax.random.PRNGKey(args.seed), y, extra_fields=("num_likelihood_evals",))
         evals = np.asarray(mcmc.get_extra_fields()["num_likelihood_evals"], np.float64)
@@ -199,6 +205,8 @@ def sweep_arguments(ap: argparse.ArgumentParser) -> argparse.ArgumentParser:
     ap.add_argument("--tile", type=int, default=1,
                     help="repeat the lag matrix's rows this many times: a probe of the per-term cost at tile x N "
                          "(not a real series; the models' totals and gaps grow tile-fold)")
+    ap.add_argument("--chains", type=int, default=1,
+                    help="chains moved together, vectorized (ms per sweep then counts all of them)")
     ap.add_argument("--pseudoprior", default="auto", choices=("auto", "laplace"),
                     help="the shared pseudopriors' kind (laplace skips the NUTS pilots, e.g. with --tile)")
     return ap
@@ -265,8 +273,9 @@ def main() -> None:
         print(label, json.dumps(result["variants"][label]), flush=True)
     os.makedirs(RESULTS, exist_ok=True)
     tiled = f", rows repeated {args.tile}x" if args.tile > 1 else ""
+    chains = f", {args.chains} vectorized chains (ms per sweep of all of them)" if args.chains > 1 else ""
     lines = [f"# Steady ms per sweep, racing vs exact ModelSelection ({args.data}{tiled}, N = {y.shape[0]:,}, orders "
-             f"{list(orders)}, {args.pseudoprior} pseudopriors)", "", f"`python {shlex.join(sys.argv)}` (median of "
+             f"{list(orders)}, {args.pseudoprior} pseudopriors{chains})", "", f"`python {shlex.join(sys.argv)}` (median of "
              f"{args.repeats} rounds of {args.sweeps} sweeps, samplers timed in turn). Cost per evaluation: ms per "
              "sweep over evaluations per sweep, racing's over exact's.", "",
              "| likelihood form | racing ms/sweep | exact ms/sweep | exact / racing | racing evals/sweep / N | "
