@@ -135,6 +135,38 @@ def test_pandas_objects_are_refused_with_a_hint():
             jax.random.PRNGKey(0), X64, pd.Series(Y64))
 
 
+def test_tables_jax_cannot_read_are_named_when_the_model_fails_on_them():
+    """A fresh user's pandas inputs that broke the model's first run with raw JAX or pandas errors (NUTS
+    raises the same): DataFrame.values of float and bool columns (dtype object), a DataFrame the model
+    slices, and the .values of a nullable Int64 column (a pandas IntegerArray, whose hint was '.values')."""
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"a": rng.normal(size=300), "flag": rng.random(300) < 0.5})
+    yy = rng.normal(size=300)
+
+    def sliced(x, y=None):
+        w = numpyro.sample("w", dist.Normal(0.0, 1.0).expand([2]).to_event(1))
+        with numpyro.plate("data", x.shape[0]):
+            numpyro.sample("y", dist.Normal(x[:, 0] * w[0] + x[:, 1] * w[1], 1.0), obs=y)
+
+    def run(model, *args, **kwargs):
+        MCMC(RacingMH(model), num_warmup=1, num_samples=1, progress_bar=False).run(jax.random.PRNGKey(0), *args,
+                                                                                   **kwargs)
+
+    with pytest.raises(ValueError, match=r"fails on its data.*argument 'x' is a NumPy array of dtype object.*"
+                                         r"to_numpy\(dtype=float\)"):
+        run(linreg, df.values, y=yy)
+    with pytest.raises(ValueError, match=r"fails on its data.*argument 'x' is a pandas DataFrame.*to_numpy"):
+        run(sliced, df.astype(float), y=yy)
+
+    def counts(c):
+        lam = numpyro.sample("lam", dist.Gamma(2.0, 1.0))
+        with numpyro.plate("data", c.shape[0]):
+            numpyro.sample("c", dist.Poisson(lam), obs=c)
+
+    with pytest.raises(ValueError, match=r"argument 'c' is a pandas IntegerArray.*to_numpy\(dtype='int64'\)"):
+        run(counts, pd.array(rng.poisson(3.0, size=300), dtype="Int64"))
+
+
 @pytest.fixture(scope="module")
 def mh_numpy():
     """The reported failure: NumPy float64 arrays, positional, default settings."""

@@ -341,6 +341,14 @@ def _is_pandas(x) -> bool:
     return type(x).__module__.split(".")[0] == "pandas"
 
 
+def _numpy_dtype_name(x) -> str:
+    """The NumPy dtype of a pandas array's values (``int64`` for ``Int64``; else ``float64``)."""
+    try:
+        return np.dtype(getattr(x.dtype, "numpy_dtype", "float64")).name
+    except TypeError:
+        return "float64"
+
+
 def _as_array(x, n: int):
     """A per-datum leaf as an array JAX can index with traced indices (else ``x``)."""
     if isinstance(x, list):
@@ -472,6 +480,10 @@ class ModelSubsampler:
                     "kernels draw the model's prototype, their starts and their restarts from the prior. Give "
                     "each a proper prior (e.g. dist.Normal(0, 10) for a flat one on the real line), or use "
                     "NumPyro's NUTS for this model") from e
+            unusable = self._unusable_argument(model_args, model_kwargs)
+            if unusable:
+                raise ValueError(f"the model fails on its data ({type(e).__name__}: {_first_line(e)}): "
+                                 f"{unusable}") from e
             missing = self.nan_arguments(model_args, model_kwargs)
             if not missing:
                 raise
@@ -642,6 +654,26 @@ class ModelSubsampler:
         names = [params[i].name if i < len(params) else f"args[{i}]" for i in range(len(model_args))]
         return list(zip(names, model_args)) + [(k, v) for k, v in model_kwargs.items() if k != GIBBS_SITES_KWARG]
 
+    def _unusable_argument(self, model_args, model_kwargs) -> Optional[str]:
+        """Why an argument JAX cannot read is the likely cause of a failed model run (``None`` if none is):
+        a pandas object (a DataFrame, a Series, the array of a nullable dtype such as ``Int64``) or a NumPy
+        array of dtype ``object`` (``DataFrame.values`` of columns of mixed types, e.g. float and bool)."""
+        for name, value in self._argument_names(model_args, model_kwargs):
+            for path, leaf in jax.tree_util.tree_flatten_with_path(value, is_leaf=_is_pandas)[0]:
+                full = name + jax.tree_util.keystr(path)
+                if _is_pandas(leaf) and type(leaf).__name__ in ("DataFrame", "Series"):
+                    return (f"argument {full!r} is a pandas {type(leaf).__name__}, which JAX cannot read: pass "
+                            f"{full}.to_numpy(dtype=float) (or the columns the model reads as separate arrays)")
+                if _is_pandas(leaf):
+                    return (f"argument {full!r} is a pandas {type(leaf).__name__} (the .values of a nullable "
+                            f"dtype such as Int64), which JAX cannot read: pass "
+                            f"{full}.to_numpy(dtype={_numpy_dtype_name(leaf)!r}) after dropping missing values")
+                if isinstance(leaf, np.ndarray) and leaf.dtype == object:
+                    return (f"argument {full!r} is a NumPy array of dtype object, which JAX cannot read (pandas "
+                            f"gives one for DataFrame.values of columns of mixed types, e.g. float and bool): pass "
+                            f"df[columns].to_numpy(dtype=float) as {full}")
+        return None
+
     def _check_argument_types(self, model_args, model_kwargs):
         n = self.size
         for name, value in self._argument_names(model_args, model_kwargs):
@@ -649,7 +681,9 @@ class ModelSubsampler:
             for path, leaf in leaves:
                 if _is_pandas(leaf) and _leading(leaf, n):
                     full = name + jax.tree_util.keystr(path)
-                    fix = f"pass {full}.to_numpy() (or .values) instead"
+                    fix = (f"pass {full}.to_numpy() (or .values) instead" if type(leaf).__name__ in ("DataFrame", "Series")
+                           else f"pass {full}.to_numpy(dtype={_numpy_dtype_name(leaf)!r}) after dropping missing values "
+                                "(.values of a nullable dtype such as Int64 is this pandas array)")
                     if type(leaf).__name__ == "DataFrame":  # a model that reads df["col"] needs the columns
                         fix += (f", or the columns the model reads as separate arrays (e.g. x={full}['x']"
                                 f".to_numpy(), y={full}['y'].to_numpy())")
