@@ -187,8 +187,7 @@ class ModelSelection(InitOnceKernel):
             race chose another model: the race's decision error rate, which Prop. 1 bounds by
             ``delta``.  ``True`` checks every sweep's draw; an integer ``m >= 1`` checks every
             ``m``-th sweep's (sweeps ``i`` with ``i % m == 0``; 0 is False), so that a timed run pays the
-            diagnostic's full pass on ``1/m`` of its sweeps only (under ``chain_method="vectorized"``
-            the pass runs on every sweep, masked).
+            diagnostic's full pass on ``1/m`` of its sweeps only.
         mh_options: further keyword arguments of each model's :class:`RacingMH` (e.g.
             ``num_restarts``, ``proposal``).
         control_variate: ``{name: LinearFeatureControlVariate}`` for every model: the model race's
@@ -687,7 +686,11 @@ class ModelSelection(InitOnceKernel):
         model_kwargs = {} if model_kwargs is None else dict(model_kwargs)
         self._setup(model_args, model_kwargs)
         if self._vectorized:
-            return jax.vmap(self._sample_one, in_axes=(0, None, None))(state, model_args, model_kwargs)
+            # chains one after another inside the program, not vmapped: under vmap the switch over the selected
+            # model's move runs every model's move for every chain (and each race until the slowest chain's
+            # stops): 8 vmapped chains on the DJIA's six ARCH orders cost 11x a sequential chain's sweep each
+            # (benchmarks/results/arch_sweep_cost_chains8_vmap.md; lax.map: 5.5x and 5x faster, arch_sweep_cost_chains8.md)
+            return jax.lax.map(lambda s: self._sample_one(s, model_args, model_kwargs), state)
         return self._sample_one(state, model_args, model_kwargs)
 
     def _sample_one(self, state, model_args, model_kwargs):
