@@ -89,6 +89,33 @@ def test_mixture_restarts_at_lower_modes_are_reported(mixture_run):
     assert "init_params" in lower[0] and "num_restarts" in lower[0]
 
 
+def test_modes_of_equal_height_are_named_as_such():
+    """A fresh user's y ~ N(mu^2, 3): mu and -mu are modes of equal height, every chain sat at +mu and
+    P(mu < 0) came out 0, with only a "lower modes" warning (about the trough at 0) that advised more
+    restarts.  The restarts that end at the mirror mode (as high as the start, far from it, stationary) are
+    now named as modes of equal height with the fixes that work; a unimodal model (the mean of y) has none."""
+    y = 1.0 + 3.0 * np.random.default_rng(0).normal(size=3000)
+
+    def squared(y):
+        mu = numpyro.sample("mu", dist.Normal(0, 2))
+        with numpyro.plate("data", y.shape[0]):
+            numpyro.sample("y", dist.Normal(mu ** 2, 3.0), obs=y)
+
+    def plain(y):
+        mu = numpyro.sample("mu", dist.Normal(0, 2))
+        with numpyro.plate("data", y.shape[0]):
+            numpyro.sample("y", dist.Normal(mu, 3.0), obs=y)
+
+    for model, twins in ((squared, True), (plain, False)):
+        with warnings.catch_warnings(record=True) as record:
+            warnings.simplefilter("always")
+            RacingMH(model).init(jax.random.PRNGKey(1), 0, None, (y,), {})
+        equal = [str(w.message) for w in record if "modes as high as" in str(w.message)]
+        assert bool(equal) == twins, (model.__name__, [str(w.message) for w in record])
+        if twins:
+            assert "symmetry" in equal[0] and "whatever num_restarts is" in equal[0]
+
+
 def test_lkj_restarts_stopped_on_a_slope_are_not_called_modes(monkeypatch):
     """A fresh user's false alarm: an LKJ-Cholesky multivariate normal (unimodal) warned that 2-5 of 32
     restarts "ended at lower modes", 4,500-12,800 units down.  Those ascents stopped on a slope (gradient

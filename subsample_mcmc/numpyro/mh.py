@@ -106,6 +106,9 @@ _DA_INIT, _DA_UPDATE = dual_averaging()
 _MAX_DRAWS = 100  # initial draws per restart until finite, as NumPyro's find_valid_initial_params
 _ONE_ASCENT_NEWTON_STEPS = 32  # at most this many Newton steps (or newton_steps) polish one ascent from init_params
 _MODE_TOL = 1.0  # restarts within this many log-posterior units per parameter count as the same mode
+# a restart as high as the best mode (within _MODE_TOL per parameter) but farther than this squared Mahalanobis
+# distance per parameter (10 posterior sds in one), and stationary, ended at another mode of equal height
+_TWIN_DISTANCE2 = 100.0
 #: the rare-influential-data check at init: the chain samples by the exact step when, over pairs of
 #: Laplace draws, the race's first batch typically sees less than 1/5 of its rewards' sd (the median
 #: ratio) and the median true stage-1 sd exceeds 0.01 nats.  Median ratios over 16 chains
@@ -1123,6 +1126,23 @@ class RacingMH(InitOnceKernel):
                 f"{int(rep['best'])}). The posterior may be multimodal and a higher mode may have been missed: "
                 "raise num_restarts, or pass init_params (e.g. a draw from a short NUTS run on a subset of "
                 "the data).", UserWarning, stacklevel=4)
+        # restarts as high as the best but far from it, and stationary: modes of equal height, as a symmetry of the
+        # model makes them (mu and -mu of y ~ N(mu^2, s)); a fresh user's chains all sat at +mu, P(mu < 0) = 0
+        p = max(1, int(np.size(rep["mode"])))
+        twins = np.flatnonzero(np.isfinite(f) & (gap <= tol) & (dist2 > _TWIN_DISTANCE2 * p))
+        if twins.size:
+            twins = twins[self._stationary(rep["restart_ends"][twins], rep["hessian"], tol, model_args, model_kwargs)]
+        if twins.size:
+            far = float(np.sqrt(np.max(dist2[twins]) / p))
+            warnings.warn(
+                f"RacingMH start{of_chain}: {twins.size} of {r} restarts of the mode search ended at other modes as "
+                f"high as {role} (within {tol:g} of its log posterior) but far from it (up to {far:.3g} posterior "
+                "sds per parameter, in the curvature at the start): the posterior has several modes of equal "
+                "height, as a symmetry of the model makes them (mu and -mu when the data see only mu^2, "
+                "relabelled mixture components). A chain stays in the mode it starts in, so its draws miss the "
+                "other modes' mass whatever num_restarts is. Break the symmetry in the model (a sign or an "
+                "ordering constraint, e.g. an ordered transform) or use a sampler that moves between modes.",
+                UserWarning, stacklevel=4)
         dec = float(rep["decrement"])
         if not _unmeasured_at_edge(rep) and not dec <= 1.0:
             curv = ("negative definite" if rep["negative_definite"]
