@@ -573,7 +573,7 @@ def test_a_kinked_candidate_draws_the_model_index_exactly():
     y = 0.7 + 1.5 * np.where(rng.uniform(size=n) < 0.5, rng.logistic(size=n), 0.8 * rng.standard_t(5, size=n))
     models = {"laplace": _location_scale(dist.Laplace), "t5": _location_scale(lambda m, s: dist.StudentT(5.0, m, s))}
     mcmc = MCMC(ModelSelection(models), num_warmup=400, num_samples=2000, progress_bar=False)
-    with pytest.warns(UserWarning, match="not twice differentiable"):
+    with pytest.warns(UserWarning, match="model 'laplace': RacingMH.*not twice differentiable"):  # names the model
         mcmc.run(jax.random.PRNGKey(0), y)
     assert bool(mcmc.last_state.exact_model_draw)
 

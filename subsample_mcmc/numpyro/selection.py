@@ -438,16 +438,22 @@ class ModelSelection(InitOnceKernel):
         return boundary | jnp.any(jnp.stack([jnp.isinf(st.residual_spread_ratio) & st.exact_mode for st in inner]))
 
     @staticmethod
-    def _init_model(name, kern, key, num_warmup, params, model_args, model_kwargs):
-        """Model ``name``'s RacingMH state; a start outside the likelihood's support named as such."""
+    def _init_model(name, kern, key, num_warmup, params, model_args, model_kwargs, note=""):
+        """Model ``name``'s RacingMH state; a start outside the likelihood's support named as such, and the
+        kernel's start warnings raised again with the model's name (and ``note``)."""
         try:
-            return kern.init(key, num_warmup, params, model_args, model_kwargs)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                state = kern.init(key, num_warmup, params, model_args, model_kwargs)
         except ValueError as e:
             text = str(e)
             if "not finite at the start" in text and "outside the likelihood's support" in text:
                 text += (f". If the data are impossible under model {name!r} at any parameter value, its "
                          "posterior probability is 0: leave it out of the candidates")
             raise ValueError(f"model {name!r}: {text}") from e
+        for w in caught:
+            warnings.warn(f"model {name!r}: {w.message}{note}", w.category, stacklevel=5)
+        return state
 
     @outside_traces
     def _concrete_start(self, model_args, model_kwargs, num_warmup) -> tuple:
@@ -463,7 +469,10 @@ class ModelSelection(InitOnceKernel):
         fits, inner = {}, []
         for j, (name, kern) in enumerate(zip(self.names, self.kernels)):
             st = self._init_model(name, kern, jax.random.fold_in(jax.random.PRNGKey(0), j), num_warmup, None,
-                                  model_args, model_kwargs)
+                                  model_args, model_kwargs,
+                                  note=" [chain_method='parallel': NumPyro starts each chain inside pmap's trace; "
+                                       "this warning comes from one start per model, on fold_in(PRNGKey(0), j), "
+                                       "made outside it]")
             self._check_control_variate(name, kern, st, model_args, model_kwargs)
             fits[name] = self._pseudoprior(name, kern, st, model_args, model_kwargs)
             inner.append(st)
