@@ -1114,10 +1114,16 @@ class RacingMH(InitOnceKernel):
         # than _MODE_TOL per parameter, higher than the best mode's quadratic bowl
         # predicts at its distance (gap ~ dist2 / 2 there), and stationary (_stationary):
         # not an unconverged ascent
-        tol = _MODE_TOL * max(1, int(np.size(rep["mode"])))
+        p = max(1, int(np.size(rep["mode"])))
+        tol = _MODE_TOL * p
         lower = np.flatnonzero(np.isfinite(f) & (gap > tol) & ~(gap >= dist2 / 8))
-        if lower.size:
-            lower = lower[self._stationary(rep["restart_ends"][lower], rep["hessian"], tol, model_args, model_kwargs)]
+        # restarts as high as the best but far from it: modes of equal height, as a symmetry of the model makes
+        # them (mu and -mu of y ~ N(mu^2, s)); a fresh user's chains all sat at +mu, P(mu < 0) = 0
+        twins = np.flatnonzero(np.isfinite(f) & (gap <= tol) & (dist2 > _TWIN_DISTANCE2 * p))
+        ends = np.union1d(lower, twins)  # either kind is a mode only where stationary: one gradient pass for both
+        if ends.size:
+            stationary = ends[self._stationary(rep["restart_ends"][ends], rep["hessian"], tol, model_args, model_kwargs)]
+            lower, twins = np.intersect1d(lower, stationary), np.intersect1d(twins, stationary)
         if lower.size:
             gaps = ", ".join(f"{g:.4g}" for g in gap[lower])
             warnings.warn(
@@ -1126,12 +1132,6 @@ class RacingMH(InitOnceKernel):
                 f"{int(rep['best'])}). The posterior may be multimodal and a higher mode may have been missed: "
                 "raise num_restarts, or pass init_params (e.g. a draw from a short NUTS run on a subset of "
                 "the data).", UserWarning, stacklevel=4)
-        # restarts as high as the best but far from it, and stationary: modes of equal height, as a symmetry of the
-        # model makes them (mu and -mu of y ~ N(mu^2, s)); a fresh user's chains all sat at +mu, P(mu < 0) = 0
-        p = max(1, int(np.size(rep["mode"])))
-        twins = np.flatnonzero(np.isfinite(f) & (gap <= tol) & (dist2 > _TWIN_DISTANCE2 * p))
-        if twins.size:
-            twins = twins[self._stationary(rep["restart_ends"][twins], rep["hessian"], tol, model_args, model_kwargs)]
         if twins.size:
             far = float(np.sqrt(np.max(dist2[twins]) / p))
             warnings.warn(

@@ -73,6 +73,7 @@ Model contract
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import warnings
@@ -96,6 +97,17 @@ except ImportError:  # pragma: no cover - other NumPyro versions
 
 __all__ = ["FullDataModel", "FullDataPlate", "InitOnceKernel", "ModelSubsampler", "PlateIndices", "full_data_model"]
 
+
+
+@contextlib.contextmanager
+def rephrased_warnings(prefix: str = "", suffix: str = ""):
+    """Warnings raised inside the block are raised again, once it completes, as ``prefix + message + suffix``
+    (same category): where a start ran (one more start outside ``pmap``'s trace) or which model it is."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    for w in caught:
+        warnings.warn(f"{prefix}{w.message}{suffix}", w.category, stacklevel=3)
 
 
 def outside_traces(setup):
@@ -163,14 +175,11 @@ class InitOnceKernel(MCMCKernel):
         raised again with a note saying where they come from (see the class docstring)."""
         if any(isinstance(v, jax.core.Tracer) for v in jax.tree.leaves((model_args, model_kwargs))):
             return  # data traced by a user's own jit: nothing concrete to check
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
+        with rephrased_warnings(suffix=" [chain_method='parallel': NumPyro starts each chain inside pmap's trace, "
+                                       "where the start checks cannot warn; this warning comes from one more start, "
+                                       "on PRNGKey(0), made outside it]"):
             self._init_states(jax.random.PRNGKey(0), num_warmup, None, model_args, model_kwargs)
         self._started = True
-        for w in caught:
-            warnings.warn(f"{w.message} [chain_method='parallel': NumPyro starts each chain inside pmap's trace, "
-                          "where the start checks cannot warn; this warning comes from one more start, on "
-                          "PRNGKey(0), made outside it]", w.category, stacklevel=4)
 
     def _init_states(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
         raise NotImplementedError
@@ -341,12 +350,21 @@ def _is_pandas(x) -> bool:
     return type(x).__module__.split(".")[0] == "pandas"
 
 
-def _numpy_dtype_name(x) -> str:
-    """The NumPy dtype of a pandas array's values (``int64`` for ``Int64``; else ``float64``)."""
-    try:
-        return np.dtype(getattr(x.dtype, "numpy_dtype", "float64")).name
-    except TypeError:
-        return "float64"
+def _pandas_fix(full: str, leaf) -> str:
+    """What to pass instead of the pandas object ``leaf`` given as argument ``full``."""
+    kind = type(leaf).__name__
+    if kind not in ("DataFrame", "Series"):  # the .values of a nullable dtype (Int64: an IntegerArray)
+        try:
+            dtype = np.dtype(getattr(leaf.dtype, "numpy_dtype", "float64")).name
+        except TypeError:
+            dtype = "float64"
+        return (f"pass {full}.to_numpy(dtype={dtype!r}) after dropping missing values (.values of a nullable "
+                "dtype such as Int64 is this pandas array)")
+    fix = f"pass {full}.to_numpy() (or .values) instead"
+    if kind == "DataFrame":  # a model that reads df["col"] needs the columns
+        fix += (f", or the columns the model reads as separate arrays (e.g. x={full}['x'].to_numpy(), "
+                f"y={full}['y'].to_numpy())")
+    return fix
 
 
 def _as_array(x, n: int):
@@ -661,13 +679,8 @@ class ModelSubsampler:
         for name, value in self._argument_names(model_args, model_kwargs):
             for path, leaf in jax.tree_util.tree_flatten_with_path(value, is_leaf=_is_pandas)[0]:
                 full = name + jax.tree_util.keystr(path)
-                if _is_pandas(leaf) and type(leaf).__name__ in ("DataFrame", "Series"):
-                    return (f"argument {full!r} is a pandas {type(leaf).__name__}, which JAX cannot read: pass "
-                            f"{full}.to_numpy(dtype=float) (or the columns the model reads as separate arrays)")
                 if _is_pandas(leaf):
-                    return (f"argument {full!r} is a pandas {type(leaf).__name__} (the .values of a nullable "
-                            f"dtype such as Int64), which JAX cannot read: pass "
-                            f"{full}.to_numpy(dtype={_numpy_dtype_name(leaf)!r}) after dropping missing values")
+                    return f"argument {full!r} is a pandas {type(leaf).__name__}, which JAX cannot read: {_pandas_fix(full, leaf)}"
                 if isinstance(leaf, np.ndarray) and leaf.dtype == object:
                     return (f"argument {full!r} is a NumPy array of dtype object, which JAX cannot read (pandas "
                             f"gives one for DataFrame.values of columns of mixed types, e.g. float and bool): pass "
@@ -681,12 +694,7 @@ class ModelSubsampler:
             for path, leaf in leaves:
                 if _is_pandas(leaf) and _leading(leaf, n):
                     full = name + jax.tree_util.keystr(path)
-                    fix = (f"pass {full}.to_numpy() (or .values) instead" if type(leaf).__name__ in ("DataFrame", "Series")
-                           else f"pass {full}.to_numpy(dtype={_numpy_dtype_name(leaf)!r}) after dropping missing values "
-                                "(.values of a nullable dtype such as Int64 is this pandas array)")
-                    if type(leaf).__name__ == "DataFrame":  # a model that reads df["col"] needs the columns
-                        fix += (f", or the columns the model reads as separate arrays (e.g. x={full}['x']"
-                                f".to_numpy(), y={full}['y'].to_numpy())")
+                    fix = _pandas_fix(full, leaf)
                     raise ValueError(
                         f"argument {full!r} is a pandas {type(leaf).__name__} with N={n} rows: {fix}; "
                         "per-datum arrays are indexed along their leading dimension, which pandas objects "

@@ -33,7 +33,8 @@ from ..kernels.proxy import proxy_residual
 from ..racing import ArmControlVariates, sample_discrete, sample_discrete_exact
 from .control import LinearFeatureControlVariate
 from .mh import RacingMH
-from .model import InitOnceKernel, check_delta, check_method, full_data_model, jit_with_data, outside_traces
+from .model import (InitOnceKernel, check_delta, check_method, full_data_model, jit_with_data, outside_traces,
+                    rephrased_warnings)
 
 __all__ = ["ModelSelection", "ModelSelectionState", "ModelPosterior", "model_posterior", "conditional_samples"]
 
@@ -442,18 +443,14 @@ class ModelSelection(InitOnceKernel):
         """Model ``name``'s RacingMH state; a start outside the likelihood's support named as such, and the
         kernel's start warnings raised again with the model's name (and ``note``)."""
         try:
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                state = kern.init(key, num_warmup, params, model_args, model_kwargs)
+            with rephrased_warnings(prefix=f"model {name!r}: ", suffix=note):
+                return kern.init(key, num_warmup, params, model_args, model_kwargs)
         except ValueError as e:
             text = str(e)
             if "not finite at the start" in text and "outside the likelihood's support" in text:
                 text += (f". If the data are impossible under model {name!r} at any parameter value, its "
                          "posterior probability is 0: leave it out of the candidates")
             raise ValueError(f"model {name!r}: {text}") from e
-        for w in caught:
-            warnings.warn(f"model {name!r}: {w.message}{note}", w.category, stacklevel=5)
-        return state
 
     @outside_traces
     def _concrete_start(self, model_args, model_kwargs, num_warmup) -> tuple:
@@ -697,8 +694,8 @@ class ModelSelection(InitOnceKernel):
         if self._vectorized:
             # chains one after another inside the program, not vmapped: under vmap the switch over the selected
             # model's move runs every model's move for every chain (and each race until the slowest chain's
-            # stops): 8 vmapped chains on the DJIA's six ARCH orders cost 11x a sequential chain's sweep each
-            # (benchmarks/results/arch_sweep_cost_chains8_vmap.md; lax.map: 5.5x and 5x faster, arch_sweep_cost_chains8.md)
+            # stops): 8 chains' sweep on the DJIA's six ARCH orders took 320 ms racing, 82 ms exact vmapped, and
+            # 58 and 16 ms so (benchmarks/results/arch_sweep_cost_chains8_vmap.md, arch_sweep_cost_chains8.md)
             return jax.lax.map(lambda s: self._sample_one(s, model_args, model_kwargs), state)
         return self._sample_one(state, model_args, model_kwargs)
 
