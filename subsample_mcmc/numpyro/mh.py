@@ -644,7 +644,8 @@ class RacingMH(InitOnceKernel):
         if not self._vectorized:
             state, report, checked = init_one(rng_key, init_params)
             start = ravel_pytree(state.z)[0] if init_params is None else given(init_params)
-            self._check_chains(start[None], [report], model_args, model_kwargs, source, checked=checked)
+            self._check_chains(start[None], [report], model_args, model_kwargs, source, checked=checked,
+                               kinked=_kinked(state))
             self._warn_concentrated(state)
             return state
         # chain_method="vectorized": one state per key, the step is vmapped in `sample`.  The
@@ -661,7 +662,7 @@ class RacingMH(InitOnceKernel):
         flats = (jax.vmap(lambda z: ravel_pytree(z)[0])(states.z) if init_params is None
                  else jax.vmap(given)(init_params))
         self._check_chains(flats, [r for _, r, _ in outs], model_args, model_kwargs, source, vectorized=True,
-                           checked=jax.tree.map(lambda v: v[:, 0], checked))
+                           checked=jax.tree.map(lambda v: v[:, 0], checked), kinked=_kinked(states))
         self._warn_concentrated(states)
         return states
 
@@ -794,10 +795,11 @@ class RacingMH(InitOnceKernel):
 
         return self._full_log_posterior(model_args, model_kwargs)[0](flats), jax.vmap(finite_latents)(flats)
 
-    def _check_chains(self, flats, reports, model_args, model_kwargs, source, vectorized=False, checked=None):
+    def _check_chains(self, flats, reports, model_args, model_kwargs, source, vectorized=False, checked=None,
+                      kinked=None):
         """One full-data pass over all chains' starts (``checked``: already made); the
         term-by-term diagnosis only for a chain whose log posterior is not finite; then
-        the search reports."""
+        the search reports (``kinked``: per chain, whether the init's kink check sent it to the exact step)."""
         if isinstance(flats, jax.core.Tracer):
             return  # inside another kernel's vmap: the race flags non-finite values at run time
         if checked is None:
@@ -814,7 +816,8 @@ class RacingMH(InitOnceKernel):
                                  f"({source}); {fix}")
             self._check_search(reports[c], model_args, model_kwargs, chain, one_ascent_from=(
                 None if source.startswith("init_strategy='map'") else
-                "init_params" if source == "init_params" else "a prior draw (init_strategy='prior')"))
+                "init_params" if source == "init_params" else "a prior draw (init_strategy='prior')"),
+                kinked=kinked is not None and bool(kinked[c]))
 
     def _start_source(self, init_params):
         if init_params is not None:
@@ -1073,9 +1076,10 @@ class RacingMH(InitOnceKernel):
             return np.ones(len(ends), bool)  # no metric: keep the warning
         return ~(np.abs(dec) > 10 * tol)  # NaN gradients keep the warning
 
-    def _check_search(self, report, model_args, model_kwargs, chain=None, one_ascent_from=None):
+    def _check_search(self, report, model_args, model_kwargs, chain=None, one_ascent_from=None, kinked=False):
         """Warnings (or an error) from the mode search's report; nothing when traced.
-        ``one_ascent_from``: the start's source when the search was one ascent from it."""
+        ``one_ascent_from``: the start's source when the search was one ascent from it; ``kinked``: the
+        chain's kink check fired (the Newton measure of a mode then says little, and the advice changes)."""
         if report is None or any(isinstance(v, jax.core.Tracer) for v in jax.tree.leaves(report)):
             return
         rep = {k: np.asarray(v) for k, v in report.items()}
@@ -1098,8 +1102,9 @@ class RacingMH(InitOnceKernel):
                     f"full-data log posterior (Newton decrement g'(-H)^-1 g = {dec:.4g} after "
                     f"{int(rep['newton_steps'])} Newton steps, want < 1); the chain, the Taylor proxy and the "
                     "Laplace covariance start at the best point it reached, away from the posterior's bulk, so "
-                    "warmup may not reach it. Raise map_steps or newton_steps, or use init_strategy='map' "
-                    "without init_params (the best of num_restarts ascents).", UserWarning, stacklevel=4)
+                    "warmup may not reach it. " + (_KINKED_START if kinked else
+                    "Raise map_steps or newton_steps, or use init_strategy='map' without init_params (the best of "
+                    "num_restarts ascents)."), UserWarning, stacklevel=4)
             return
         role = "the start"
         if not np.isfinite(rep["value"]):
@@ -1150,9 +1155,9 @@ class RacingMH(InitOnceKernel):
             warnings.warn(
                 f"RacingMH start{of_chain}: {role} is not a mode of the full-data log posterior: after "
                 f"{int(rep['newton_steps'])} safeguarded Newton steps the gradient is large against the "
-                f"curvature (Newton decrement g'(-H)^-1 g = {dec:.4g}, want < 1; the Hessian is {curv}). "
-                "Raise map_steps or newton_steps, or pass init_params (e.g. a draw from a short NUTS run "
-                "on a subset of the data).", UserWarning, stacklevel=4)
+                f"curvature (Newton decrement g'(-H)^-1 g = {dec:.4g}, want < 1; the Hessian is {curv}). " +
+                (_KINKED_START if kinked else "Raise map_steps or newton_steps, or pass init_params (e.g. a draw "
+                 "from a short NUTS run on a subset of the data)."), UserWarning, stacklevel=4)
 
     def _prior_terms(self, z, model_args, model_kwargs):
         """Each log-prior term at unconstrained ``z``: per latent (or observed non-data)
@@ -1461,6 +1466,24 @@ class RacingMH(InitOnceKernel):
     @property
     def default_fields(self):
         return ("z",)
+
+
+#: the start warnings' advice for a chain that the kink check sent to the exact step: at a kink Newton's measure
+#: never settles (|y - mu| has gradient jumps and Hessian 0), so "raise newton_steps" was a red herring that two
+#: fresh users followed
+_KINKED_START = ("This chain's log-likelihood was also found kinked (the warning below): at a kink the gradient "
+                 "jumps and the Hessian misses the curvature, so the Newton decrement stays large even at the mode "
+                 "and more Newton steps will not lower it. The chain samples by the exact MH step, whose warmup "
+                 "moves from this start; if the likelihood is smooth after all, raise map_steps or pass init_params.")
+
+
+def _kinked(states):
+    """Per chain, whether the init's kink check sent it to the exact step (None when traced)."""
+    leaves = (states.exact_mode, states.residual_spread_ratio, states.support_boundary)
+    if any(isinstance(v, jax.core.Tracer) for v in leaves):
+        return None
+    exact, ratio, edge = (np.atleast_1d(np.asarray(v)) for v in leaves)
+    return exact & np.isinf(ratio) & ~edge
 
 
 def _unmeasured_at_edge(report):
