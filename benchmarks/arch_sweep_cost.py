@@ -18,6 +18,10 @@ loop growing by ``G`` per phase (``racing.race._phases``; the shipped race uses 
 (shipped: 50).  The growth changes only how the doubling schedule's points are read (how many ``while_loop``
 trips and traced phases), not the race's decisions; ``M`` changes the schedule itself.
 
+``--exact-fractions F,...`` adds one racing sampler per fraction, its control variates built with
+``arch_control_variates(exact_fraction=F)`` (shipped: 0.2), timed in the same rounds: every race sums that
+share of the points exactly (gathered at fixed indices) and races over the rest.
+
 ``--race-from REV`` adds a third sampler, racing with ``subsample_mcmc/racing/race.py`` as it was at git
 revision ``REV`` (the rest of the package as checked out), timed in the same rounds: a paired measure of a
 change to the race loop on this machine's drifting clock.
@@ -125,13 +129,16 @@ def race_loop(module):
         api.run_race = kept
 
 
-def compiled_sweeps(models, y, orders, pseudopriors, method: str, args, module=None, config=None):
+def compiled_sweeps(models, y, orders, pseudopriors, method: str, args, module=None, config=None,
+                    exact_fraction=None):
     """``(loop, state, evaluations per sweep / N)``: ``ModelSelection(models, method=method)`` run
     ``args.warmup + args.samples`` sweeps in NumPyro's ``MCMC`` (checks off), then ``loop(state, y)``,
     ``args.sweeps`` sweeps from its last state, compiled ahead of time (the executable outlives the
     clearing of JAX's caches here).  ``module``: a ``race.py`` whose ``run_race`` the races use;
-    ``config``: ``(growth, first_batch)`` of the races (None: as shipped)."""
-    cv = arch_control_variates(y, orders) if method != "exact" else None
+    ``config``: ``(growth, first_batch)`` of the races (None: as shipped); ``exact_fraction``: the control
+    variates' share of points summed exactly in every race (None: ``arch_control_variates``'s default)."""
+    fraction = {} if exact_fraction is None else {"exact_fraction": exact_fraction}
+    cv = arch_control_variates(y, orders, **fraction) if method != "exact" else None
     growth, first = config if config is not None else (None, None)
     options = {} if first is None else {"first_batch": first}
     kernel = ModelSelection(models, method=method, pseudoprior=pseudopriors, control_variate=cv, check_decisions=0,
@@ -155,14 +162,17 @@ def compiled_sweeps(models, y, orders, pseudopriors, method: str, args, module=N
 
 def time_pair(models, y, orders, pseudopriors, args, old_race=None) -> dict:
     loops, out = {}, {}
-    samplers = [("racing", "normal", None, None), ("exact", "exact", None, None)]
+    samplers = [("racing", "normal", None, None, None), ("exact", "exact", None, None, None)]
     if old_race is not None:
-        samplers.append((f"racing@{args.race_from}", "normal", old_race, None))
+        samplers.append((f"racing@{args.race_from}", "normal", old_race, None, None))
     for growth, first in args.race_configs:
-        samplers.append((f"racing growth {growth}, first_batch {first}", "normal", None, (growth, first)))
-    for name, method, module, config in samplers:
+        samplers.append((f"racing growth {growth}, first_batch {first}", "normal", None, (growth, first), None))
+    for fraction in getattr(args, "exact_fractions", []):
+        samplers.append((f"racing exact_fraction {fraction:g}", "normal", None, None, fraction))
+    for name, method, module, config, fraction in samplers:
         t0 = time.perf_counter()
-        loop, last_state, evals = compiled_sweeps(models, y, orders, pseudopriors, method, args, module, config)
+        loop, last_state, evals = compiled_sweeps(models, y, orders, pseudopriors, method, args, module, config,
+                                                  fraction)
         print(f"{name}: {args.warmup + args.samples} sweeps and compiling in {time.perf_counter() - t0:.0f} s",
               flush=True)
         out[name] = {"evaluations_per_sweep_over_n": evals}
@@ -179,7 +189,7 @@ def time_pair(models, y, orders, pseudopriors, args, old_race=None) -> dict:
         out[name]["ms_per_sweep_all"] = [round(t, 4) for t in times[name]]
     out["exact_over_racing_time_per_sweep"] = out["exact"]["ms_per_sweep"] / out["racing"]["ms_per_sweep"]
     for name in loops:  # paired per round against the shipped racing sampler
-        if name.startswith("racing growth"):
+        if name.startswith(("racing growth", "racing exact_fraction")):
             ratios = np.asarray(times[name]) / np.asarray(times["racing"])
             out[name]["over_racing_paired"] = {"mean": float(np.mean(ratios)),
                                                "stderr": float(np.std(ratios, ddof=1) / np.sqrt(len(ratios)))}
@@ -242,6 +252,20 @@ def race_configs(text: str) -> list[tuple[int, int]]:
     return out
 
 
+def exact_fractions(text: str) -> list[float]:
+    """``"0.1,0.3"`` -> ``[0.1, 0.3]`` (each in [0, 1))."""
+    out = []
+    for item in filter(None, (t.strip() for t in text.split(","))):
+        try:
+            value = float(item)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"--exact-fractions: {item!r} is not a number") from None
+        if not 0.0 <= value < 1.0:
+            raise argparse.ArgumentTypeError(f"--exact-fractions: {item!r} is not in [0, 1)")
+        out.append(value)
+    return out
+
+
 def main() -> None:
     ap = sweep_arguments(argparse.ArgumentParser(description=__doc__,
                                                  formatter_class=argparse.RawDescriptionHelpFormatter))
@@ -249,6 +273,8 @@ def main() -> None:
                     help="also time racing with the race loop of git revision REV (e.g. HEAD~1)")
     ap.add_argument("--race-configs", default="", type=race_configs, metavar="G:M,...",
                     help="also time racing with chunks growing by G per phase and first_batch M (e.g. 4:50,16:200)")
+    ap.add_argument("--exact-fractions", default="", type=exact_fractions, metavar="F,...",
+                    help="also time racing with arch_control_variates(exact_fraction=F) (shipped: 0.2)")
     ap.add_argument("--out", default="arch_sweep_cost",
                     help="results file stem in benchmarks/results (default arch_sweep_cost: .json and .md)")
     ap.add_argument("--variants", default="models.arch,column slice",
@@ -296,6 +322,17 @@ def main() -> None:
             pr = v["racing_over_racing_at_rev_paired"]
             lines.append(f"| {label} | {v['racing']['ms_per_sweep']:.3f} | "
                          f"{v[f'racing@{args.race_from}']['ms_per_sweep']:.3f} | {pr['mean']:.3f} +- {pr['stderr']:.3f} |")
+    if args.exact_fractions:
+        lines += ["", "Control variates' exact fractions (same rounds; `arch_control_variates` ships 0.2):", "",
+                  "| likelihood form | configuration | ms/sweep | evals/sweep / N | over shipped racing, paired mean "
+                  "+- s.e. | over exact, ms per sweep |", "|---|---|---|---|---|---|"]
+        for label, v in result["variants"].items():
+            for name, row in v.items():
+                if name.startswith("racing exact_fraction"):
+                    pr = row["over_racing_paired"]
+                    lines.append(f"| {label} | {name[len('racing '):]} | {row['ms_per_sweep']:.2f} | "
+                                 f"{row['evaluations_per_sweep_over_n']:.2f} | {pr['mean']:.3f} +- {pr['stderr']:.3f} | "
+                                 f"{row['ms_per_sweep'] / v['exact']['ms_per_sweep']:.2f} |")
     if args.race_configs:
         lines += ["", "Race configurations (same rounds; the shipped race reads chunks growing 16x per phase, "
                   "first_batch 50):", "", "| likelihood form | configuration | ms/sweep | evals/sweep / N | "
