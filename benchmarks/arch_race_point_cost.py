@@ -22,8 +22,6 @@ needs).  Writes ``benchmarks/results/arch_race_point_cost.{json,md}``.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import shlex
 import sys
 import time
@@ -34,7 +32,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 from numpyro.infer import MCMC
 
-from arch_sweep_cost import RESULTS
+from arch_sweep_cost import write_results
 from subsample_mcmc import ModelSelection
 from subsample_mcmc.models.arch import DEFAULT_ORDERS, arch_control_variates, arch_models, load_returns, prepare
 from subsample_mcmc.racing.control_variates import ArmControlVariates
@@ -121,12 +119,7 @@ def main() -> None:
              "hoisted out of the loop. The last two rows' indices are fixed, so XLA may gather their rows once, "
              "outside the loop: they price the likelihood without a per-trip gather.", "",
              "| part | points per trip | us per trip | ns per point and model |", "|---|---|---|---|", *rows]
-    os.makedirs(RESULTS, exist_ok=True)
-    with open(os.path.join(RESULTS, f"{args.out}.json"), "w") as f:
-        json.dump(result, f, indent=1)
-    with open(os.path.join(RESULTS, f"{args.out}.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_results(args.out, result, lines)
 
 
 if __name__ == "__main__":

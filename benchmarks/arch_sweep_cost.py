@@ -252,6 +252,32 @@ def race_configs(text: str) -> list[tuple[int, int]]:
     return out
 
 
+def variant_table(result: dict, prefix: str, title: str, with_exact: bool = False) -> list[str]:
+    """Markdown rows of the racing samplers whose names start with ``prefix``, paired against shipped racing."""
+    extra = " over exact, ms per sweep |" if with_exact else ""
+    lines = ["", title, "", "| likelihood form | configuration | ms/sweep | evals/sweep / N | over shipped racing, "
+             "paired mean +- s.e. |" + extra, "|---|---|---|---|---|" + ("---|" if with_exact else "")]
+    for label, v in result["variants"].items():
+        for name, row in v.items():
+            if name.startswith(prefix):
+                pr = row["over_racing_paired"]
+                tail = f" {row['ms_per_sweep'] / v['exact']['ms_per_sweep']:.2f} |" if with_exact else ""
+                lines.append(f"| {label} | {name[len('racing '):]} | {row['ms_per_sweep']:.2f} | "
+                             f"{row['evaluations_per_sweep_over_n']:.2f} | {pr['mean']:.3f} +- {pr['stderr']:.3f} |"
+                             + tail)
+    return lines
+
+
+def write_results(stem: str, result: dict, lines: list[str]) -> None:
+    """``benchmarks/results/<stem>.json`` (``result``) and ``.md`` (``lines``); the table printed."""
+    os.makedirs(RESULTS, exist_ok=True)
+    with open(os.path.join(RESULTS, f"{stem}.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    with open(os.path.join(RESULTS, f"{stem}.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
 def exact_fractions(text: str) -> list[float]:
     """``"0.1,0.3"`` -> ``[0.1, 0.3]`` (each in [0, 1))."""
     out = []
@@ -297,7 +323,6 @@ def main() -> None:
     for label, models in variants.items():
         result["variants"][label] = time_pair(models, y, orders, pseudopriors, args, old_race)
         print(label, json.dumps(result["variants"][label]), flush=True)
-    os.makedirs(RESULTS, exist_ok=True)
     tiled = f", rows repeated {args.tile}x" if args.tile > 1 else ""
     chains = f", {args.chains} vectorized chains (ms per sweep of all of them)" if args.chains > 1 else ""
     lines = [f"# Steady ms per sweep, racing vs exact ModelSelection ({args.data}{tiled}, N = {y.shape[0]:,}, orders "
@@ -323,31 +348,12 @@ def main() -> None:
             lines.append(f"| {label} | {v['racing']['ms_per_sweep']:.3f} | "
                          f"{v[f'racing@{args.race_from}']['ms_per_sweep']:.3f} | {pr['mean']:.3f} +- {pr['stderr']:.3f} |")
     if args.exact_fractions:
-        lines += ["", "Control variates' exact fractions (same rounds; `arch_control_variates` ships 0.2):", "",
-                  "| likelihood form | configuration | ms/sweep | evals/sweep / N | over shipped racing, paired mean "
-                  "+- s.e. | over exact, ms per sweep |", "|---|---|---|---|---|---|"]
-        for label, v in result["variants"].items():
-            for name, row in v.items():
-                if name.startswith("racing exact_fraction"):
-                    pr = row["over_racing_paired"]
-                    lines.append(f"| {label} | {name[len('racing '):]} | {row['ms_per_sweep']:.2f} | "
-                                 f"{row['evaluations_per_sweep_over_n']:.2f} | {pr['mean']:.3f} +- {pr['stderr']:.3f} | "
-                                 f"{row['ms_per_sweep'] / v['exact']['ms_per_sweep']:.2f} |")
+        lines += variant_table(result, "racing exact_fraction", "Control variates' exact fractions (same rounds; "
+                               "`arch_control_variates` ships 0.2):", with_exact=True)
     if args.race_configs:
-        lines += ["", "Race configurations (same rounds; the shipped race reads chunks growing 16x per phase, "
-                  "first_batch 50):", "", "| likelihood form | configuration | ms/sweep | evals/sweep / N | "
-                  "over shipped racing, paired mean +- s.e. |", "|---|---|---|---|---|"]
-        for label, v in result["variants"].items():
-            for name, row in v.items():
-                if name.startswith("racing growth"):
-                    pr = row["over_racing_paired"]
-                    lines.append(f"| {label} | {name[len('racing '):]} | {row['ms_per_sweep']:.2f} | "
-                                 f"{row['evaluations_per_sweep_over_n']:.2f} | {pr['mean']:.3f} +- {pr['stderr']:.3f} |")
-    with open(os.path.join(RESULTS, f"{args.out}.json"), "w") as f:  # with the per-evaluation ratios
-        json.dump(result, f, indent=1)
-    with open(os.path.join(RESULTS, f"{args.out}.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+        lines += variant_table(result, "racing growth", "Race configurations (same rounds; the shipped race reads "
+                               "chunks growing 16x per phase, first_batch 50):")
+    write_results(args.out, result, lines)  # the JSON with the per-evaluation ratios
 
 
 if __name__ == "__main__":

@@ -45,7 +45,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from arch_sweep_cost import RESULTS, compiled_sweeps, data_and_pseudopriors, sweep_arguments
+from arch_sweep_cost import RESULTS, compiled_sweeps, data_and_pseudopriors, sweep_arguments, write_results
 from subsample_mcmc.cli import enable_compilation_cache
 from subsample_mcmc.models.arch import DEFAULT_ORDERS, arch_models
 
@@ -171,9 +171,6 @@ def main() -> None:
         "ceiling_ess_per_second": mean_se(ess_ceiling),
         "ceiling_settle_seconds": mean_se(settle_ceiling),
     }
-    os.makedirs(RESULTS, exist_ok=True)
-    with open(os.path.join(RESULTS, f"{args.out}.json"), "w") as f:
-        json.dump(result, f, indent=1)
     ds, cs = result["data_share"], result["ceiling_per_sweep"]
     ce, cw = result["ceiling_ess_per_second"], result["ceiling_settle_seconds"]
     lines = [
@@ -211,9 +208,7 @@ def main() -> None:
         f"{mean_se([r['racing_over_exact_ms'] for r in rounds])['mean']:.3f} ± "
         f"{mean_se([r['racing_over_exact_ms'] for r in rounds])['se']:.3f} |",
     ]
-    with open(os.path.join(RESULTS, f"{args.out}.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_results(args.out, result, lines)
 
 
 if __name__ == "__main__":
