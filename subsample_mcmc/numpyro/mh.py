@@ -761,9 +761,10 @@ class RacingMH(InitOnceKernel):
                 "would accept it. NUTS, or a likelihood whose support does not depend on the parameters, are the "
                 "alternatives.", UserWarning, stacklevel=4)
         exact = exact & ~boundary  # (named above, or refused when sampling: no other reason to give)
-        if np.any(exact & np.isinf(ratio)):
+        kinked = _kinked(states)  # exact, not at the support's edge, spread ratio inf: the kink check's mark
+        if np.any(kinked):
             warnings.warn(
-                f"RacingMH: {int((exact & np.isinf(ratio)).sum())} of {exact.size} chains sample by the exact MH "
+                f"RacingMH: {int(kinked.sum())} of {exact.size} chains sample by the exact MH "
                 "step (N evaluations per step): the log-likelihood's second differences at Laplace draws disagree "
                 "with its Hessian at the mode (or could not be computed there), as where it is not twice "
                 "differentiable in the parameters (a kink: |y - mu| of a Laplace or quantile likelihood, a hinge), "
@@ -772,7 +773,7 @@ class RacingMH(InitOnceKernel):
                 "the mode (see any warning about the start) or the posterior is far from Gaussian on its own scale "
                 "(a funnel: try the other parameterisation). NUTS, or a smooth likelihood, are the alternatives.",
                 UserWarning, stacklevel=4)
-            exact = exact & ~np.isinf(ratio)
+            exact = exact & ~kinked
         if np.any(exact):
             warnings.warn(
                 f"RacingMH: {int(exact.sum())} of {exact.size} chains sample by the exact MH step (N evaluations "
