@@ -11,7 +11,10 @@ them (the keyed permutation of ``racing.permutation`` over the raced indices), t
 
 * ``index stream``: the ``m`` data indices alone;
 * ``likelihoods``: every model's per-datum log-likelihood at those points (what ``ModelSelection`` races);
-* ``control variates``: every model's feature proxy at those points (``ArmControlVariates.values``);
+* ``control variates``: every model's feature proxy at those points (``ArmControlVariates.values``), as
+  the race reads them: one row per point of the models' ``FeatureProxyTable`` (the ratio's subject);
+* ``control variates, each proxy's own arrays``: the same values from each ``LinearFeatureProxy``'s
+  per-datum arrays (its ``values``; the baseline, and what the MH races read);
 * ``exactly-read points``: every model's log-likelihood at the control variates' fixed exactly-read points;
 * ``full data``: every model's log-likelihood at all N points, contiguous (the exact draw's work).
 
@@ -39,21 +42,28 @@ from subsample_mcmc.racing.control_variates import ArmControlVariates
 from subsample_mcmc.racing.permutation import index_stream
 
 
-def per_trip_micros(fn, state, y, loops: int, repeats: int = 7) -> float:
-    """Median microseconds of one ``fn(state, y, key)`` inside a compiled loop of ``loops`` trips."""
-    def looped(state, y):
-        def body(i, acc):
-            return acc + jnp.sum(fn(state, y, jax.random.fold_in(jax.random.PRNGKey(1), i))).astype(jnp.float32)
-        return jax.lax.fori_loop(0, loops, body, jnp.zeros((), jnp.float32))
+def per_trip_micros(fns, state, y, loops: int, repeats: int = 7) -> list:
+    """Per-trip microseconds of each ``fn(state, y, key)`` inside a compiled loop of ``loops`` trips: the
+    programs run in turn ``repeats`` times (so a slow spell of the machine hits them alike); a list of
+    ``[repeats]`` arrays, one per function."""
+    def looped(fn):
+        def run(state, y):
+            def body(i, acc):
+                key = jax.random.fold_in(jax.random.PRNGKey(1), i)
+                return acc + jnp.sum(fn(state, y, key)).astype(jnp.float32)
+            return jax.lax.fori_loop(0, loops, body, jnp.zeros((), jnp.float32))
+        return jax.jit(run)
 
-    run = jax.jit(looped)
-    jax.block_until_ready(run(state, y))
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
+    runs = [looped(fn) for fn in fns]
+    for run in runs:
         jax.block_until_ready(run(state, y))
-        times.append((time.perf_counter() - t0) / loops)
-    return float(np.median(times) * 1e6)
+    times = np.zeros((len(runs), repeats))
+    for r in range(repeats):
+        for i, run in enumerate(runs):
+            t0 = time.perf_counter()
+            jax.block_until_ready(run(state, y))
+            times[i, r] = (time.perf_counter() - t0) / loops * 1e6
+    return list(times)
 
 
 def main() -> None:
@@ -80,7 +90,8 @@ def main() -> None:
         thetas = [ravel_pytree(s.z)[0] + zero for s in state.inner_states]
         matrices = tuple(kernel.control_variates[name].matrix(kern._subsampler.constrain(unravel(t)))
                          for name, kern, unravel, t in zip(kernel.names, kernel.kernels, kernel._unravels, thetas))
-        cv = ArmControlVariates(state.feature_proxies, matrices, state.raced_indices, state.exact_indices)
+        cv = ArmControlVariates(state.feature_proxies, matrices, state.raced_indices, state.exact_indices,
+                                state.feature_table)
         return lls, thetas, cv
 
     def raced(state, key, m):
@@ -88,7 +99,8 @@ def main() -> None:
 
     rows, result = [], {"command": f"python {shlex.join(sys.argv)}", "data": args.data, "n": n, "orders": list(orders),
                         "num_exact": int(state.exact_indices.shape[0]), "num_raced": int(state.raced_indices.shape[0]),
-                        "parts": {}}
+                        "parts": {}, "table_over_own_arrays": {}}
+    ratios = []
     models = len(orders)
     for m in points:
         fns = {
@@ -96,11 +108,18 @@ def main() -> None:
             "likelihoods": (lambda s, d, k, m=m: jnp.stack([f(t, raced(s, k, m)) for f, t in
                                                             zip(*parts(s, d, k)[:2])]), models),
             "control variates": (lambda s, d, k, m=m: parts(s, d, k)[2].values(raced(s, k, m)), models),
+            "control variates, each proxy's own arrays": (
+                lambda s, d, k, m=m: parts(s, d, k)[2]._replace(table=None).values(raced(s, k, m)), models),
         }
-        for name, (fn, per) in fns.items():
-            us = per_trip_micros(fn, state, data, args.loops)
+        times = per_trip_micros([fn for fn, _ in fns.values()], state, data, args.loops)
+        for (name, (fn, per)), t in zip(fns.items(), times):
+            us = float(np.median(t))
             result["parts"][f"{name}, m={m}"] = {"us_per_trip": us, "ns_per_point_model": us * 1e3 / (m * per)}
             rows.append(f"| {name} | {m:,} | {us:.1f} | {us * 1e3 / (m * per):.1f} |")
+        ratio = times[2] / times[3]  # the table's control variates over each proxy's own arrays, run by run
+        result["table_over_own_arrays"][str(m)] = {"median": float(np.median(ratio)), "min": float(ratio.min()),
+                                                   "max": float(ratio.max())}
+        ratios.append(f"| {m:,} | {np.median(ratio):.2f} | {ratio.min():.2f} - {ratio.max():.2f} |")
     m_exact = int(state.exact_indices.shape[0])
     whole = {
         "exactly-read points": (lambda s, d, k: jnp.stack([f(t, s.exact_indices) for f, t in
@@ -108,8 +127,9 @@ def main() -> None:
         "full data, contiguous": (lambda s, d, k: jnp.stack([f(t, jnp.arange(n)) for f, t in
                                                              zip(*parts(s, d, k)[:2])]), n),
     }
-    for name, (fn, m) in whole.items():
-        us = per_trip_micros(fn, state, data, args.loops)
+    for (name, (fn, m)), t in zip(whole.items(), per_trip_micros([fn for fn, _ in whole.values()], state, data,
+                                                                  args.loops)):
+        us = float(np.median(t))
         result["parts"][name] = {"us_per_trip": us, "ns_per_point_model": us * 1e3 / (m * models)}
         rows.append(f"| {name} | {m:,} | {us:.1f} | {us * 1e3 / (m * models):.1f} |")
     lines = [f"# One raced point of the model race, part by part ({args.data}, N = {n:,}, {models} models)", "",
@@ -118,7 +138,10 @@ def main() -> None:
              "index stream it needs; every trip perturbs the parameters by 0 times a random number, so no likelihood is "
              "hoisted out of the loop. The last two rows' indices are fixed, so XLA may gather their rows once, "
              "outside the loop: they price the likelihood without a per-trip gather.", "",
-             "| part | points per trip | us per trip | ns per point and model |", "|---|---|---|---|", *rows]
+             "| part | points per trip | us per trip | ns per point and model |", "|---|---|---|---|", *rows, "",
+             "The control variates as the race reads them (one `FeatureProxyTable` row per point) over the same "
+             "values from each proxy's own arrays, the two timed in turn, ratio run by run (median and range "
+             "over the 7 runs):", "", "| points per trip | time ratio | range |", "|---|---|---|", *ratios]
     write_results(args.out, result, lines)
 
 

@@ -157,6 +157,55 @@ def test_linear_feature_proxy_is_a_taylor_polynomial_with_exact_sums(order):
         linear_feature_proxy(_logistic_phi, ref, x, y, order=4)
 
 
+def test_feature_proxy_table_gives_each_proxys_polynomial_from_one_row_per_datum():
+    """The model race's packed table (NumPy float64 covariates): at random feature matrices, under jit and
+    with a chain axis under vmap, it gives every proxy's own ``values`` (one, two and three features,
+    orders 2 and 3, covariates shared as a prefix, in another order, or not at all); each distinct
+    covariate column is stored once. A wrong monomial coefficient (a missing 1/a!) or a wrong column
+    would break the equality."""
+    from subsample_mcmc.racing import ArmControlVariates, feature_proxy_table, linear_feature_proxy
+
+    rng = np.random.default_rng(11)
+    n = 700
+    x = np.c_[np.ones(n), rng.normal(size=(n, 4))]
+    y = rng.normal(size=n)
+    other = rng.normal(size=(n, 2))
+
+    def hetero(z, w):  # mean z0, log-variance z1
+        return -0.5 * z[1] - 0.5 * (w - z[0]) ** 2 * jnp.exp(-z[1])
+
+    def three(z, w):
+        return _logistic_phi(z, w > 0) - 0.5 * (w - z[1]) ** 2 * jnp.exp(-z[2])
+
+    specs = [(_logistic_phi, x[:, :3], 1, 3), (hetero, x, 2, 3), (hetero, x[:, [0, 3, 1]], 2, 2),
+             (three, np.c_[x[:, :2], other], 3, 3), (_logistic_phi, other, 1, 2)]
+    proxies, refs = [], []
+    for phi, cov, pf, order in specs:
+        ref = rng.normal(size=(pf, cov.shape[1])) * 0.3
+        proxies.append(linear_feature_proxy(phi, ref, cov, y, order=order))
+        refs.append(ref)
+    table = feature_proxy_table(proxies)
+    monomials = sum(len(layout[1]) for layout in table.layout)
+    assert monomials == 4 + 10 + 6 + 20 + 3
+    assert table.table.shape == (n, monomials + 5 + 2)  # x's five columns and other's two, once each
+    idx = jnp.asarray(rng.choice(n, size=300, replace=False))
+
+    def both(mats):
+        cv = ArmControlVariates(tuple(proxies), mats, idx, idx[:0])
+        return cv.values(idx), cv._replace(table=table).values(idx)
+
+    for _ in range(3):
+        mats = tuple(jnp.asarray(r + rng.normal(size=r.shape) * 0.2, jnp.float32) for r in refs)
+        own, packed = jax.jit(both)(mats)
+        np.testing.assert_allclose(np.asarray(packed), np.asarray(own), rtol=2e-5, atol=2e-5)
+    chains = jax.tree.map(lambda v: jnp.stack([v, v]), table)  # vectorized chains carry the table per chain
+    one = jax.vmap(lambda t, m: t.values(m, tuple(p.reference for p in proxies), idx))(chains, jax.tree.map(
+        lambda v: jnp.stack([v, v]), mats))
+    np.testing.assert_allclose(np.asarray(one[1]), np.asarray(own), rtol=2e-5, atol=2e-5)
+    with pytest.raises(ValueError, match="holds 5 proxies, got 2"):
+        table.values(mats[:2], tuple(p.reference for p in proxies[:2]), idx)
+
+
 def test_linear_feature_proxy_compiles_its_derivatives_once_per_likelihood():
     """The features' derivatives are one compiled program per likelihood function, whatever the
     covariates' width or the data's size (ModelSelection's candidate models share it: one

@@ -30,7 +30,7 @@ from ..kernels.product_space import (
 )
 from ..kernels.laplace import log_density_sum
 from ..kernels.proxy import proxy_residual
-from ..racing import ArmControlVariates, sample_discrete, sample_discrete_exact
+from ..racing import ArmControlVariates, FeatureProxyTable, feature_proxy_table, sample_discrete, sample_discrete_exact
 from .control import LinearFeatureControlVariate
 from .mh import RacingMH
 from .model import (InitOnceKernel, check_delta, check_method, full_data_model, jit_with_data, outside_traces,
@@ -93,6 +93,7 @@ class ModelSelectionState(NamedTuple):
     feature_proxies: Optional[tuple] = None  # control_variate: each model's LinearFeatureProxy at its MAP
     raced_indices: Optional[jax.Array] = None  # ... the points the model race samples
     exact_indices: Optional[jax.Array] = None  # ... the points it sums exactly in every race
+    feature_table: Optional[FeatureProxyTable] = None  # ... the proxies' per-datum coefficients, one row per datum
 
 
 def _names(models) -> tuple[list, list]:
@@ -615,7 +616,7 @@ class ModelSelection(InitOnceKernel):
         exact, raced = np.sort(order[:n_exact]), np.sort(order[n_exact:])
         proxies = tuple(p.restricted(raced) for p in proxies)
         out = dict(feature_proxies=proxies, raced_indices=jnp.asarray(raced, jnp.int32),
-                   exact_indices=jnp.asarray(exact, jnp.int32))
+                   exact_indices=jnp.asarray(exact, jnp.int32), feature_table=feature_proxy_table(proxies))
         if self._vectorized:
             c = jnp.shape(inner[0].i)[0]
             out = jax.tree.map(lambda v: jnp.broadcast_to(v, (c,) + jnp.shape(v)), out)
@@ -774,7 +775,8 @@ class ModelSelection(InitOnceKernel):
                 cvs = [self.control_variates[name] for name in self.names]
                 matrices = tuple(cv.matrix(kern._subsampler.constrain(unravel(t)))
                                  for cv, kern, unravel, t in zip(cvs, kernels, self._unravels, thetas))
-                arm_cv = ArmControlVariates(state.feature_proxies, matrices, state.raced_indices, state.exact_indices)
+                arm_cv = ArmControlVariates(state.feature_proxies, matrices, state.raced_indices, state.exact_indices,
+                                            state.feature_table)
                 value, points, stages = draw_model(lls, None, dict(self.race_options, control_variate=arm_cv))
                 # every model's log-likelihood at every point computed, plus its proxy (one more evaluation,
                 # counted though it is a polynomial) at the raced ones
@@ -824,7 +826,7 @@ class ModelSelection(InitOnceKernel):
             race_stage=stages, mh_race_stage=mh_stage.astype(jnp.int32), accept_prob=accept, rng_key=key,
             exact_model_draw=exact_draw, race_cost=race_cost, model_draw_checked=checked,
             model_draw_disagrees=disagrees, feature_proxies=state.feature_proxies,
-            raced_indices=state.raced_indices, exact_indices=state.exact_indices)
+            raced_indices=state.raced_indices, exact_indices=state.exact_indices, feature_table=state.feature_table)
 
     def _choose_model_draw(self, state, cost, num):
         """Race or exact model draw, decided during warmup (as :class:`RacingMH` decides its MH

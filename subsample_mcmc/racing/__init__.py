@@ -18,8 +18,9 @@ from .bounds import (
     clopper_pearson,
     passage_probability,
 )
-from .control_variates import (ArmControlVariates, DataBins, LinearFeatureProxy, TaylorControlVariate,
-                               linear_feature_proxy, make_data_bins, taylor_control_variate)
+from .control_variates import (ArmControlVariates, DataBins, FeatureProxyTable, LinearFeatureProxy,
+                               TaylorControlVariate, feature_proxy_table, linear_feature_proxy, make_data_bins,
+                               taylor_control_variate)
 from .discrete import DiscreteSample, sample_discrete, sample_discrete_exact
 from .lil_ucb import LilUCBBound, lil_ucb, lil_ucb_parameters
 from .permutation import NUM_ROUNDS, IndexStream, index_stream, permuted_indices, sized_permuted_indices
@@ -40,5 +41,5 @@ __all__ = [
     # reading order and control variates
     "IndexStream", "index_stream", "permuted_indices", "sized_permuted_indices", "NUM_ROUNDS",
     "DataBins", "TaylorControlVariate", "make_data_bins", "taylor_control_variate",
-    "LinearFeatureProxy", "linear_feature_proxy", "ArmControlVariates",
+    "LinearFeatureProxy", "linear_feature_proxy", "ArmControlVariates", "FeatureProxyTable", "feature_proxy_table",
 ]
