@@ -130,13 +130,16 @@ def race_loop(module):
 
 
 def compiled_sweeps(models, y, orders, pseudopriors, method: str, args, module=None, config=None,
-                    exact_fraction=None):
+                    exact_fraction=None, state_variants=None):
     """``(loop, state, evaluations per sweep / N)``: ``ModelSelection(models, method=method)`` run
     ``args.warmup + args.samples`` sweeps in NumPyro's ``MCMC`` (checks off), then ``loop(state, y)``,
     ``args.sweeps`` sweeps from its last state, compiled ahead of time (the executable outlives the
     clearing of JAX's caches here).  ``module``: a ``race.py`` whose ``run_race`` the races use;
     ``config``: ``(growth, first_batch)`` of the races (None: as shipped); ``exact_fraction``: the control
-    variates' share of points summed exactly in every race (None: ``arch_control_variates``'s default)."""
+    variates' share of points summed exactly in every race (None: ``arch_control_variates``'s default).
+    ``state_variants``: ``{name: state -> state}``; each variant of the last state gets a loop of its own
+    (compiled for its pytree), returned in ``state_variants`` as ``{name: (loop, state)}`` (replaced in
+    place)."""
     fraction = {} if exact_fraction is None else {"exact_fraction": exact_fraction}
     cv = arch_control_variates(y, orders, **fraction) if method != "exact" else None
     growth, first = config if config is not None else (None, None)
@@ -150,8 +153,11 @@ def compiled_sweeps(models, y, orders, pseudopriors, method: str, args, module=N
         mcmc.run(jax.random.PRNGKey(args.seed), y, extra_fields=("num_likelihood_evals",))
         evals = np.asarray(mcmc.get_extra_fields()["num_likelihood_evals"], np.float64)
         last_state = mcmc.last_state
-        loop = jax.jit(lambda s, data: jax.lax.fori_loop(
-            0, args.sweeps, lambda _, t: kernel.sample(t, (data,), {}), s)).lower(last_state, y).compile()
+        run = jax.jit(lambda s, data: jax.lax.fori_loop(0, args.sweeps, lambda _, t: kernel.sample(t, (data,), {}), s))
+        loop = run.lower(last_state, y).compile()
+        for name, variant in list((state_variants or {}).items()):
+            st = variant(last_state)
+            state_variants[name] = (run.lower(st, y).compile(), st)
     # every XLA CPU executable holds memory mappings: three samplers' start-up programs in one process
     # exceeded vm.max_map_count (65,530; LLVM "Cannot allocate memory"); only the timed loops are kept
     del mcmc
