@@ -205,6 +205,12 @@ class ModelSelection(InitOnceKernel):
             orders of the DJIA ``exact_fraction=0.01`` left most races reading to the last stage,
             App. C.2's 0.2 (``models.arch.arch_control_variates``), with the MH race on the same
             proxies, cut the sweep's evaluations 3.5x (``benchmarks/results/arch_order_selection_djia.md``).
+            The model race reads every model's proxy from one row per datum of a
+            :class:`~subsample_mcmc.racing.FeatureProxyTable` built at ``init`` (each distinct covariate
+            column once): on the DJIA's six ARCH orders a raced point's control variates cost 0.37 of
+            what each proxy's own arrays cost, about four exact terms per model
+            (``benchmarks/results/arch_race_point_cost.md``).  The table holds ``N`` times the models'
+            monomial counts (10 each for two features at order 3) plus the distinct covariate columns.
         data_plate: the data plate's name when a model has several candidates.
 
     Draws: ``mcmc.get_samples()`` has ``"model"`` (the index into ``kernel.names``) and
