@@ -17,6 +17,9 @@ them (the keyed permutation of ``racing.permutation`` over the raced indices), t
   per-datum arrays (its ``values``; the baseline, and what the MH races read);
 * ``exactly-read points``: every model's log-likelihood at the control variates' fixed exactly-read points;
 * ``full data``: every model's log-likelihood at all N points, contiguous (the exact draw's work).
+* ``race bookkeeping``: a whole race over six arms of equal means whose rewards are a cheap function of
+  the index (it reads every raced point), with ``ModelSelection``'s race options and without the
+  heavy-tail guard: what the race itself costs per point beyond its likelihoods and control variates.
 
 Reported: microseconds per trip and nanoseconds per point and model (each part with the index stream it
 needs).  Writes ``benchmarks/results/arch_race_point_cost.{json,md}``.
@@ -39,6 +42,7 @@ from arch_sweep_cost import write_results
 from subsample_mcmc import ModelSelection
 from subsample_mcmc.models.arch import DEFAULT_ORDERS, arch_control_variates, arch_models, load_returns, prepare
 from subsample_mcmc.racing.control_variates import ArmControlVariates
+from subsample_mcmc.racing import sample_discrete
 from subsample_mcmc.racing.permutation import index_stream
 
 
@@ -132,12 +136,35 @@ def main() -> None:
         us = float(np.median(t))
         result["parts"][name] = {"us_per_trip": us, "ns_per_point_model": us * 1e3 / (m * models)}
         rows.append(f"| {name} | {m:,} | {us:.1f} | {us * 1e3 / (m * models):.1f} |")
+    # the race's own bookkeeping per point: a race over six arms of equal means read to the end, its rewards
+    # a cheap function of the index alone, with the kernel's race options and without the heavy-tail guard
+    n_raced = int(state.raced_indices.shape[0])
+
+    def equal_arms(idx):
+        return jnp.stack([(idx.astype(jnp.float32) * (0.618034 + 0.1 * j)) % 1.0 for j in range(models)])
+
+    def race(options):
+        def fn(s, d, k):
+            return sample_discrete(k, jnp.zeros(models), equal_arms, population_size=n_raced,
+                                   **options).race.num_points_computed.astype(jnp.float32)
+        return fn
+
+    races = {"race bookkeeping, as shipped (pairwise variances, heavy-tail guard)": race(kernel.race_options),
+             "race bookkeeping, without the heavy-tail guard": race(dict(kernel.race_options, heavy_tail_guard=False))}
+    for (name, fn), t in zip(races.items(), per_trip_micros(list(races.values()), state, data, args.loops)):
+        read = float(np.mean([fn(state, data, jax.random.PRNGKey(k)) for k in range(5)]))
+        us = float(np.median(t))
+        result["parts"][name] = {"us_per_trip": us, "points_read": read, "ns_per_point_model": us * 1e3 / (read * models)}
+        rows.append(f"| {name} | {read:,.0f} | {us:.1f} | {us * 1e3 / (read * models):.1f} |")
     lines = [f"# One raced point of the model race, part by part ({args.data}, N = {n:,}, {models} models)", "",
              f"`{result['command']}` (median of 7 runs of a compiled loop of {args.loops} trips; "
              f"{result['num_exact']:,} exactly-read and {result['num_raced']:,} raced points). Each part includes the "
              "index stream it needs; every trip perturbs the parameters by 0 times a random number, so no likelihood is "
              "hoisted out of the loop. The last two rows' indices are fixed, so XLA may gather their rows once, "
-             "outside the loop: they price the likelihood without a per-trip gather.", "",
+             "outside the loop: they price the likelihood without a per-trip gather. The race bookkeeping rows run whole "
+             "races over six arms of equal means (rewards a cheap function of the index), which read every raced point: "
+             "the index stream and the race's statistics, stopping tests and loop, without the likelihoods or control "
+             "variates.", "",
              "| part | points per trip | us per trip | ns per point and model |", "|---|---|---|---|", *rows, "",
              "The control variates as the race reads them (one `FeatureProxyTable` row per point) over the same "
              "values from each proxy's own arrays, the two timed in turn, ratio run by run (median and range "
