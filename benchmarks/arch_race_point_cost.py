@@ -17,6 +17,8 @@ them (the keyed permutation of ``racing.permutation`` over the raced indices), t
   per-datum arrays (its ``values``; the baseline, and what the MH races read);
 * ``exactly-read points``: every model's log-likelihood at the control variates' fixed exactly-read points;
 * ``full data``: every model's log-likelihood at all N points, contiguous (the exact draw's work).
+* ``proxy sums per race``: the six proxies' population sums (Eq. 11's mean, once per race), over the entries
+  of each ``A`` that move (as shipped: ARCH's ``nu`` row moves in one entry) and over every entry;
 * ``race bookkeeping``: a whole race over six arms of equal means whose rewards are a cheap function of
   the index (it reads every raced point), with ``ModelSelection``'s race options and without the
   heavy-tail guard: what the race itself costs per point beyond its likelihoods and control variates.
@@ -136,6 +138,18 @@ def main() -> None:
         us = float(np.median(t))
         result["parts"][name] = {"us_per_trip": us, "ns_per_point_model": us * 1e3 / (m * models)}
         rows.append(f"| {name} | {m:,} | {us:.1f} | {us * 1e3 / (m * models):.1f} |")
+    # per race, not per point: the six proxies' sums (Eq. 11's mean) over the entries of A that move (as shipped)
+    # and over all of them (the moments before; rebuilt here from each proxy's per-datum arrays)
+    every_entry = tuple(p.restricted(np.asarray(state.raced_indices)) for p in state.feature_proxies)
+    sums = {"proxy sums per race, the entries of A that move": lambda s, d, k: parts(s, d, k)[2].mean(),
+            "proxy sums per race, every entry of A": lambda s, d, k: parts(s, d, k)[2]._replace(
+                proxies=every_entry).mean()}
+    sum_times = per_trip_micros(list(sums.values()), state, data, args.loops)
+    for name, t in zip(sums, sum_times):
+        result["parts"][name] = {"us_per_trip": float(np.median(t))}
+        rows.append(f"| {name} | | {np.median(t):.1f} | |")
+    result["active_over_every_entry"] = float(np.median(sum_times[0] / sum_times[1]))
+
     # the race's own bookkeeping per point: a race over six arms of equal means read to the end, its rewards
     # a cheap function of the index alone, with the kernel's race options and without the heavy-tail guard
     n_raced = int(state.raced_indices.shape[0])
@@ -168,7 +182,9 @@ def main() -> None:
              "| part | points per trip | us per trip | ns per point and model |", "|---|---|---|---|", *rows, "",
              "The control variates as the race reads them (one `FeatureProxyTable` row per point) over the same "
              "values from each proxy's own arrays, the two timed in turn, ratio run by run (median and range "
-             "over the 7 runs):", "", "| points per trip | time ratio | range |", "|---|---|---|", *ratios]
+             "over the 7 runs):", "", "| points per trip | time ratio | range |", "|---|---|---|", *ratios, "",
+             "The six proxies' sums per race over the entries of A that move, over the same sums over every entry "
+             f"(run by run, median): {result['active_over_every_entry']:.2f}."]
     write_results(args.out, result, lines)
 
 

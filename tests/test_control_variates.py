@@ -157,6 +157,39 @@ def test_linear_feature_proxy_is_a_taylor_polynomial_with_exact_sums(order):
         linear_feature_proxy(_logistic_phi, ref, x, y, order=4)
 
 
+def test_linear_feature_proxy_sums_over_its_active_entries_and_refuses_others():
+    """With ``active`` (the entries of A that can move, as ModelSelection finds them at init) the
+    proxy's sums contract smaller moments and still equal the sum of its per-datum values (NumPy
+    float64 inputs, two features, one of them a scale whose row moves in one entry only, as ARCH's nu);
+    a matrix that moves an entry outside ``active`` gets NaN, not a wrong sum."""
+    from subsample_mcmc.racing import linear_feature_proxy
+
+    rng = np.random.default_rng(5)
+    n = 2000
+    x = np.c_[np.ones(n), rng.normal(size=(n, 3))]
+    y = rng.normal(size=n) * 1.3 + x[:, 1:] @ np.array([0.4, -0.2, 0.1])
+
+    def hetero(z, w):  # mean z0, log-variance z1 (the second row of A: its intercept only)
+        return -0.5 * z[1] - 0.5 * (w - z[0]) ** 2 * jnp.exp(-z[1])
+
+    ref = np.array([[0.1, 0.4, -0.2, 0.1], [0.5, 0.0, 0.0, 0.0]])
+    raced = np.sort(rng.choice(n, size=1500, replace=False))
+    base = linear_feature_proxy(hetero, ref, x, y, order=3, sums=False)
+    active = np.array([0, 1, 2, 3, 4])  # row 0 and the log-variance intercept
+    full, sub = base.restricted(raced), base.restricted(raced, active)
+    assert sub.m3.shape == (5, 5, 5) and full.m3.shape == (2, 4, 2, 4, 2, 4)
+    for _ in range(3):
+        a = ref.copy()
+        a[0] += rng.normal(size=4) * 0.1
+        a[1, 0] += rng.normal() * 0.1
+        a = jnp.asarray(a, jnp.float32)
+        h = float(jnp.sum(base.values(a, jnp.asarray(raced))))
+        np.testing.assert_allclose(float(sub.total_sum(a)), h, rtol=1e-4)
+        np.testing.assert_allclose(float(sub.total_sum(a)), float(full.total_sum(a)), rtol=1e-5)
+    outside = jnp.asarray(ref, jnp.float32).at[1, 2].add(0.1)
+    assert np.isnan(float(sub.total_sum(outside))) and np.isfinite(float(full.total_sum(outside)))
+
+
 def test_feature_proxy_table_gives_each_proxys_polynomial_from_one_row_per_datum():
     """The model race's packed table (NumPy float64 covariates): at random feature matrices, under jit and
     with a chain axis under vmap, it gives every proxy's own ``values`` (one, two and three features,

@@ -599,7 +599,7 @@ class ModelSelection(InitOnceKernel):
         if self.control_variates is None:
             return {}
         first = (lambda v: v[0]) if self._vectorized else (lambda v: v)
-        proxies, score = [], jnp.zeros(self._size)
+        proxies, active, score = [], [], jnp.zeros(self._size)
         for j, (name, kern, st, g) in enumerate(zip(self.names, self.kernels, inner, pseudo)):
             cv, ms, unravel = self.control_variates[name], kern._subsampler, kern._unravel
             values = ms.constrain(unravel(first(st.center)))  # checked in _init_states
@@ -610,17 +610,22 @@ class ModelSelection(InitOnceKernel):
             def residuals(key, data, proxy, g0, cv=cv, ms=ms, unravel=unravel):
                 a = cv.matrix(ms.constrain(unravel(pseudoprior_draw(key, g0))))
                 r = cv.log_likelihood_points(a, data=data) - proxy.values(a, jnp.arange(cv.size))
-                return jnp.abs(r - jnp.median(r))
+                return jnp.abs(r - jnp.median(r)), a
 
             key = jax.random.fold_in(first(st.rng_key), 13)
+            moved = np.zeros(proxy.reference.size, bool)
             for i in range(_PROXY_PROBES):
-                r = residuals(jax.random.fold_in(key, i), (cv.covariates, cv.response), proxy, g0)
+                r, a = residuals(jax.random.fold_in(key, i), (cv.covariates, cv.response), proxy, g0)
                 score = jnp.maximum(score, jnp.nan_to_num(r, nan=jnp.inf))
+                moved |= np.asarray(a != proxy.reference).reshape(-1)
             proxies.append(proxy)
+            # the entries of A that moved at the probes: the proxy's sums contract moments over those only (ARCH's
+            # nu row moves one entry of q + 1); one that moves later gives a NaN sum, and the race its exact draw
+            active.append(np.flatnonzero(moved))
         n_exact = int(np.floor(max(c.exact_fraction for c in self.control_variates.values()) * self._size))
         order = np.argsort(-np.asarray(score), kind="stable")
         exact, raced = np.sort(order[:n_exact]), np.sort(order[n_exact:])
-        proxies = tuple(p.restricted(raced) for p in proxies)
+        proxies = tuple(p.restricted(raced, act) for p, act in zip(proxies, active))
         out = dict(feature_proxies=proxies, raced_indices=jnp.asarray(raced, jnp.int32),
                    exact_indices=jnp.asarray(exact, jnp.int32), feature_table=feature_proxy_table(proxies))
         if self._vectorized:

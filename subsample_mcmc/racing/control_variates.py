@@ -323,7 +323,13 @@ class LinearFeatureProxy(NamedTuple):
         reference: ``[p', p]``, ``A*``.
         value, d1, d2, d3: ``[N]``, ``[N, p']``, ``[N, p', p']``, ``[N, p', p', p']`` (zero for order 2).
         total: ``sum_n phi*_n``; m1 ``[p', p]``, m2 ``[p', p, p', p]``, m3 ``[p', p, p', p, p', p]``
-            (``None`` for order 2): moments over the raced points.
+            (``None`` for order 2): moments over the raced points; with ``active``, flattened and over the
+            active entries only (``[k]``, ``[k, k]``, ``[k, k, k]``).
+        active: ``None``, or the flat indices into ``A`` (row-major) of the entries that can move
+            (:meth:`restricted`'s ``active``): the sums then contract moments over those entries only,
+            ``O(k^3)`` instead of ``O((p' p)^3)`` per call.  ARCH's ``nu`` row has one entry that moves
+            out of ``q + 1``, so ``k = q + 2`` instead of ``2 (q + 1)``.  A matrix whose other entries
+            differ from ``A*`` gets a NaN sum, never a wrong one (a race then falls back to its exact draw).
     """
 
     covariates: jax.Array
@@ -336,6 +342,7 @@ class LinearFeatureProxy(NamedTuple):
     m1: jax.Array
     m2: jax.Array
     m3: Optional[jax.Array]
+    active: Optional[jax.Array] = None
 
     def values(self, matrix: jax.Array, indices: jax.Array) -> jax.Array:
         """``h_n(A)`` at the data points ``indices``: ``[len(indices)]``."""
@@ -344,27 +351,38 @@ class LinearFeatureProxy(NamedTuple):
         return _taylor_polynomial(self.value[indices], self.d1[indices], self.d2[indices],
                                   None if self.m3 is None else self.d3[indices], dz)
 
-    def restricted(self, raced_indices) -> "LinearFeatureProxy":
-        """The same proxy with its sums over the points ``raced_indices`` only (host-side, O(N (p' p)^K))."""
+    def restricted(self, raced_indices, active=None) -> "LinearFeatureProxy":
+        """The same proxy with its sums over the points ``raced_indices`` only (host-side, O(N (p' p)^K)).
+        ``active``: flat indices (row-major) of the entries of ``A`` that can move (default all); the
+        sums are then kept over those entries only (see ``active`` above)."""
         raced = np.asarray(raced_indices)
         x = np.asarray(self.covariates, np.float64)[raced]
         d = [np.asarray(v, np.float64)[raced] for v in (self.d1, self.d2, self.d3)]
         f = self.d1.dtype
-        m3 = None if self.m3 is None else jnp.asarray(_weighted_moments(d[2], x, 3), f)
+        moments = [_weighted_moments(d[k - 1], x, k) for k in range(1, 3 if self.m3 is None else 4)]
+        if active is not None:
+            act = np.asarray(active, np.int64).reshape(-1)
+            q = self.reference.size
+            moments = [m.reshape((q,) * (k + 1))[np.ix_(*[act] * (k + 1))] for k, m in enumerate(moments)]
+        moments = [jnp.asarray(m, f) for m in moments] + [None] * (3 - len(moments))
         return self._replace(total=jnp.asarray(np.asarray(self.value, np.float64)[raced].sum(), f),
-                             m1=jnp.asarray(_weighted_moments(d[0], x, 1), f),
-                             m2=jnp.asarray(_weighted_moments(d[1], x, 2), f), m3=m3)
+                             m1=moments[0], m2=moments[1], m3=moments[2],
+                             active=None if active is None else jnp.asarray(act, jnp.int32))
 
     def total_sum(self, matrix: jax.Array) -> jax.Array:
-        """``sum_n h_n(A)`` over the raced points."""
+        """``sum_n h_n(A)`` over the raced points (NaN where ``A`` moved an entry outside ``active``)."""
         v = (matrix - self.reference).astype(self.m1.dtype).reshape(-1)  # (a, i) flattened, as the moments
+        moved_outside = None
+        if self.active is not None:
+            moved_outside = jnp.any(v.at[self.active].set(0.0) != 0.0)
+            v = v[self.active]
         q = v.shape[0]
         # matrix-vector products on the moments' contiguous memory: jnp.einsum("aibjck,ai,bj,ck->") transposed
         # the [p', p]^3 tensor at every call (13x slower for ARCH(30), most of a sweep's proxy cost)
         s = self.total + self.m1.reshape(q) @ v + 0.5 * (self.m2.reshape(q, q) @ v) @ v
         if self.m3 is not None:
             s = s + ((self.m3.reshape(q * q, q) @ v).reshape(q, q) @ v) @ v / 6.0
-        return s
+        return s if moved_outside is None else jnp.where(moved_outside, jnp.nan, s)
 
 
 def _taylor_polynomial(value, d1, d2, d3, dz):
