@@ -207,7 +207,7 @@ class ModelSelection(InitOnceKernel):
             proxies, cut the sweep's evaluations 3.5x (``benchmarks/results/arch_order_selection_djia.md``).
             The model race reads every model's proxy from one row per datum of a
             :class:`~subsample_mcmc.racing.FeatureProxyTable` built at ``init`` (each distinct covariate
-            column once): on the DJIA's six ARCH orders a raced point's control variates cost 0.37 of
+            column once): on the DJIA's six ARCH orders a raced point's control variates cost 0.40 of
             what each proxy's own arrays cost, about four exact terms per model
             (``benchmarks/results/arch_race_point_cost.md``).  The table holds ``N`` times the models'
             monomial counts (10 each for two features at order 3) plus the distinct covariate columns.
