@@ -349,6 +349,43 @@ def _polynomial_control_variates(x, y, noise_scale=1.0):
         for d in DEGREES}
 
 
+def test_linear_feature_control_variate_mistakes_get_errors_that_name_it_and_the_fix():
+    """Mistakes a fresh user made (stop 45): a log-likelihood returning shape [1] (its check's message
+    crashed while formatting), a misspelled site in features_fn (a bare KeyError), a matrix of the wrong
+    width, and covariates one row short (the message blamed the response). Each now names the control
+    variate, what is wrong and the fix. NumPy float64 inputs."""
+    rng = np.random.default_rng(2)
+    n = 300
+    x = np.c_[np.ones(n), rng.normal(size=n)]
+    y = (rng.uniform(size=n) < 0.5).astype(np.float64)
+    values = {"b0": jnp.asarray(0.1), "b1": jnp.asarray(-0.3)}
+
+    def model_ll(v, idx):
+        z = v["b0"] + v["b1"] * jnp.asarray(x[:, 1])[idx]
+        return jnp.asarray(y)[idx] * z - jnp.logaddexp(0.0, z)
+
+    def feats(v):
+        return jnp.stack([v["b0"], v["b1"]])[None]
+
+    good = LinearFeatureControlVariate(feats, lambda z, w: w * z[0] - jnp.logaddexp(0.0, z[0]), x, y)
+    good.check(model_ll, values, name="control_variate['m1']")  # a right one passes
+    vector = LinearFeatureControlVariate(feats, lambda z, w: w * z - jnp.logaddexp(0.0, z), x, y)
+    with pytest.raises(ValueError, match=r"control_variate\['m1'\]: log_likelihood_fn must return .* scalar, got "
+                                         r"shape \(1,\) per datum .*z\[0\]"):
+        vector.check(model_ll, values, name="control_variate['m1']")
+    typo = LinearFeatureControlVariate(lambda v: jnp.stack([v["intercept"], v["b1"]])[None],
+                                       lambda z, w: w * z[0] - jnp.logaddexp(0.0, z[0]), x, y)
+    with pytest.raises(ValueError, match=r"control_variate\['m1'\]: features_fn reads 'intercept', which is not a "
+                                         r"latent site of the model; its sites are \['b0', 'b1'\]"):
+        typo.check(model_ll, values, name="control_variate['m1']")
+    narrow = LinearFeatureControlVariate(lambda v: v["b1"][None, None], lambda z, w: w * z[0], x, y)
+    with pytest.raises(ValueError, match=r"control_variate\['m1'\]: features_fn must return a \[p', 2\] matrix.*"
+                                         r"constant column"):
+        narrow.check(model_ll, values, name="control_variate['m1']")
+    with pytest.raises(ValueError, match="covariates have 299 rows and response 300: both need one row per datum"):
+        LinearFeatureControlVariate(feats, lambda z, w: w * z[0], x[:-1], y)
+
+
 def test_linear_feature_control_variate_with_vectorized_chains():
     """A user's control variates with chain_method="vectorized" (NumPy data, keyword ``y``): the control
     variate's state fields carry the chain axis once (a closed-over copy came out with two, and every chain's

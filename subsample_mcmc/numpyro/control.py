@@ -121,8 +121,8 @@ class LinearFeatureControlVariate:
         if x.ndim != 2 or x.shape[0] < 2:
             raise ValueError(f"covariates must have shape [N, p] with N >= 2, got {x.shape}")
         if response is not None and np.shape(response)[0] != x.shape[0]:
-            raise ValueError(f"response must have one row per covariate row ({x.shape[0]}), got "
-                             f"{np.shape(response)[0]}")
+            raise ValueError(f"covariates have {x.shape[0]} rows and response {np.shape(response)[0]}: both need one "
+                             "row per datum of the model's data plate, in its order")
         if order not in (2, 3):
             raise ValueError(f"order must be 2 or 3, got {order!r}")
         if not (0.0 <= float(exact_fraction) < 0.5):
@@ -136,12 +136,18 @@ class LinearFeatureControlVariate:
     def size(self) -> int:
         return int(self.covariates.shape[0])
 
-    def matrix(self, values) -> jax.Array:
-        """``A(values)`` as a ``[p', p]`` array (checked)."""
-        a = jnp.asarray(self.features_fn(values))
-        if a.ndim != 2 or a.shape[1] != self.covariates.shape[1]:
-            raise ValueError(f"features_fn must return a [p', {self.covariates.shape[1]}] matrix (one column per "
-                             f"covariate), got shape {a.shape}")
+    def matrix(self, values, name: str = "control_variate") -> jax.Array:
+        """``A(values)`` as a ``[p', p]`` array (checked; ``name`` names this control variate in errors)."""
+        try:
+            a = jnp.asarray(self.features_fn(values))
+        except KeyError as e:
+            raise ValueError(f"{name}: features_fn reads {e.args[0]!r}, which is not a latent site of the model; its "
+                             f"sites are {sorted(values)}") from e
+        p = self.covariates.shape[1]
+        if a.ndim != 2 or a.shape[1] != p:
+            raise ValueError(f"{name}: features_fn must return a [p', {p}] matrix, one column per covariate column "
+                             f"(covariates has {p}, a constant column included where A needs an intercept or a scale), "
+                             f"got shape {a.shape}")
         return a.astype(self.covariates.dtype)
 
     def log_likelihood_points(self, a, indices=None, data=None) -> jax.Array:
@@ -166,7 +172,11 @@ class LinearFeatureControlVariate:
 
     def check(self, model_log_likelihood, values, name: str = "control_variate") -> None:
         """Raise if the features' log-likelihood disagrees with the model on a few data points."""
-        a = self.matrix(values)
+        a = self.matrix(values, name)
+        out = self.log_likelihood_points(a, jnp.arange(2))
+        if out.shape != (2,):
+            raise ValueError(f"{name}: log_likelihood_fn must return one datum's log-likelihood as a scalar, got shape "
+                             f"{out.shape[1:]} per datum (index the features inside it, e.g. z[0])")
         _check_against_model(
             lambda idx: self.log_likelihood_points(a, idx), lambda idx: model_log_likelihood(values, idx), self.size,
             f"{name}: log_likelihood_fn(features_fn(values) @ covariates[n], response[n]) disagrees with the model",
@@ -178,6 +188,9 @@ def _check_against_model(ours_fn, model_fn, size: int, what: str, fix: str) -> N
     per-datum log-likelihood disagrees with the model's at 8 spread data indices."""
     idx = jnp.unique(jnp.linspace(0, size - 1, 8).astype(jnp.int32))
     ours, model = np.asarray(ours_fn(idx), np.float64), np.asarray(model_fn(idx), np.float64)
+    if ours.shape != model.shape:
+        raise ValueError(f"{what}: it gives shape {ours.shape} at {idx.shape[0]} data points, the model {model.shape}; "
+                         f"{fix}")
     bad = ~np.isclose(ours, model, rtol=1e-3, atol=1e-3 * (1 + np.abs(model).max()))
     if bad.any():
         i = int(np.argmax(bad))
