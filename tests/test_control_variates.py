@@ -161,7 +161,8 @@ def test_linear_feature_proxy_sums_over_its_active_entries_and_refuses_others():
     """With ``active`` (the entries of A that can move, as ModelSelection finds them at init) the
     proxy's sums contract smaller moments and still equal the sum of its per-datum values (NumPy
     float64 inputs, two features, one of them a scale whose row moves in one entry only, as ARCH's nu);
-    a matrix that moves an entry outside ``active`` gets NaN, not a wrong sum."""
+    a matrix that moves an entry outside ``active`` gets NaN, not a wrong sum, and a race's mean then
+    sums its per-datum values."""
     from subsample_mcmc.racing import linear_feature_proxy
 
     rng = np.random.default_rng(5)
@@ -188,6 +189,13 @@ def test_linear_feature_proxy_sums_over_its_active_entries_and_refuses_others():
         np.testing.assert_allclose(float(sub.total_sum(a)), float(full.total_sum(a)), rtol=1e-5)
     outside = jnp.asarray(ref, jnp.float32).at[1, 2].add(0.1)
     assert np.isnan(float(sub.total_sum(outside))) and np.isfinite(float(full.total_sum(outside)))
+    # a race's mean then sums the per-datum values (a rejected MH proposal or a wrong model draw otherwise)
+    from subsample_mcmc.racing import ArmControlVariates
+
+    cv = ArmControlVariates((sub, sub), (outside, a), jnp.asarray(raced), jnp.asarray(np.setdiff1d(np.arange(n), raced)))
+    mean = np.asarray(jax.jit(lambda c: c.mean())(cv))
+    np.testing.assert_allclose(mean[0], float(jnp.sum(base.values(outside, jnp.asarray(raced)))) / raced.size, rtol=1e-4)
+    np.testing.assert_allclose(mean[1], float(sub.total_sum(a)) / raced.size, rtol=1e-5)
 
 
 def test_feature_proxy_table_gives_each_proxys_polynomial_from_one_row_per_datum():

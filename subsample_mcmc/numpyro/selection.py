@@ -620,7 +620,7 @@ class ModelSelection(InitOnceKernel):
                 moved |= np.asarray(a != proxy.reference).reshape(-1)
             proxies.append(proxy)
             # the entries of A that moved at the probes: the proxy's sums contract moments over those only (ARCH's
-            # nu row moves one entry of q + 1); one that moves later gives a NaN sum, and the race its exact draw
+            # nu row moves one entry of q + 1); one that moves later makes the race sum that proxy's values instead
             active.append(np.flatnonzero(moved))
         n_exact = int(np.floor(max(c.exact_fraction for c in self.control_variates.values()) * self._size))
         order = np.argsort(-np.asarray(score), kind="stable")

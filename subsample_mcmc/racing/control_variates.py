@@ -329,7 +329,8 @@ class LinearFeatureProxy(NamedTuple):
             (:meth:`restricted`'s ``active``): the sums then contract moments over those entries only,
             ``O(k^3)`` instead of ``O((p' p)^3)`` per call.  ARCH's ``nu`` row has one entry that moves
             out of ``q + 1``, so ``k = q + 2`` instead of ``2 (q + 1)``.  A matrix whose other entries
-            differ from ``A*`` gets a NaN sum, never a wrong one (a race then falls back to its exact draw).
+            differ from ``A*`` gets a NaN sum, never a wrong one; a race's :meth:`ArmControlVariates.mean`
+            then sums the proxy's per-datum values over the raced points instead (O(N), correct).
     """
 
     covariates: jax.Array
@@ -369,12 +370,20 @@ class LinearFeatureProxy(NamedTuple):
                              m1=moments[0], m2=moments[1], m3=moments[2],
                              active=None if active is None else jnp.asarray(act, jnp.int32))
 
+    def moved_outside(self, matrix: jax.Array) -> jax.Array:
+        """Whether ``matrix`` differs from ``A*`` in an entry outside ``active`` (False without ``active``)."""
+        if self.active is None:
+            return jnp.zeros((), bool)
+        v = (matrix - self.reference).astype(self.m1.dtype).reshape(-1)
+        return jnp.any(v.at[self.active].set(0.0) != 0.0)
+
     def total_sum(self, matrix: jax.Array) -> jax.Array:
-        """``sum_n h_n(A)`` over the raced points (NaN where ``A`` moved an entry outside ``active``)."""
+        """``sum_n h_n(A)`` over the raced points (NaN where ``A`` moved an entry outside ``active``:
+        :meth:`ArmControlVariates.mean` then sums the per-datum values instead)."""
         v = (matrix - self.reference).astype(self.m1.dtype).reshape(-1)  # (a, i) flattened, as the moments
         moved_outside = None
         if self.active is not None:
-            moved_outside = jnp.any(v.at[self.active].set(0.0) != 0.0)
+            moved_outside = self.moved_outside(matrix)
             v = v[self.active]
         q = v.shape[0]
         # matrix-vector products on the moments' contiguous memory: jnp.einsum("aibjck,ai,bj,ck->") transposed
@@ -634,7 +643,16 @@ class ArmControlVariates(NamedTuple):
 
     def mean(self) -> jax.Array:
         n = self.raced_indices.shape[0]
-        return jnp.stack([p.total_sum(a) for p, a in zip(self.proxies, self.matrices)]) / n
+
+        def one(p, a):
+            if p.active is None:
+                return p.total_sum(a)
+            # an entry outside the proxy's active ones moved (its moments do not cover it): the sum over the
+            # raced points' values instead, a real branch that costs O(N) only then
+            return jax.lax.cond(p.moved_outside(a), lambda: jnp.sum(p.values(a, self.raced_indices)),
+                                lambda: p.total_sum(a))
+
+        return jnp.stack([one(p, a) for p, a in zip(self.proxies, self.matrices)]) / n
 
     def values(self, indices: jax.Array) -> jax.Array:
         if self.table is not None:
