@@ -173,7 +173,14 @@ class LinearFeatureControlVariate:
     def check(self, model_log_likelihood, values, name: str = "control_variate") -> None:
         """Raise if the features' log-likelihood disagrees with the model on a few data points."""
         a = self.matrix(values, name)
-        out = self.log_likelihood_points(a, jnp.arange(2))
+        try:
+            out = self.log_likelihood_points(a, jnp.arange(2))
+        except TypeError as e:
+            if self.response is not None:
+                raise
+            raise ValueError(f"{name}: log_likelihood_fn(z, w) failed with w = None ({e}); this control variate was "
+                             "built without response=, so w is None: pass response= (the observed values, one row "
+                             "per datum) or make log_likelihood_fn ignore w") from e
         if out.shape != (2,):
             raise ValueError(f"{name}: log_likelihood_fn must return one datum's log-likelihood as a scalar, got shape "
                              f"{out.shape[1:]} per datum (index the features inside it, e.g. z[0])")
