@@ -352,8 +352,9 @@ def _polynomial_control_variates(x, y, noise_scale=1.0):
 def test_linear_feature_control_variate_mistakes_get_errors_that_name_it_and_the_fix():
     """Mistakes a fresh user made (stop 45): a log-likelihood returning shape [1] (its check's message
     crashed while formatting), a misspelled site in features_fn (a bare KeyError), a matrix of the wrong
-    width, and covariates one row short (the message blamed the response). Each now names the control
-    variate, what is wrong and the fix. NumPy float64 inputs."""
+    width, covariates one row short (the message blamed the response), and no response= for a likelihood
+    that uses w (a raw TypeError). Each now names the control variate, what is wrong and the fix. NumPy
+    float64 inputs."""
     rng = np.random.default_rng(2)
     n = 300
     x = np.c_[np.ones(n), rng.normal(size=n)]
@@ -384,6 +385,10 @@ def test_linear_feature_control_variate_mistakes_get_errors_that_name_it_and_the
         narrow.check(model_ll, values, name="control_variate['m1']")
     with pytest.raises(ValueError, match="covariates have 299 rows and response 300: both need one row per datum"):
         LinearFeatureControlVariate(feats, lambda z, w: w * z[0], x[:-1], y)
+    no_response = LinearFeatureControlVariate(feats, lambda z, w: w * z[0] - jnp.logaddexp(0.0, z[0]), x)
+    with pytest.raises(ValueError, match=r"control_variate\['m1'\]: log_likelihood_fn\(z, w\) failed with w = None.*"
+                                         r"pass response="):
+        no_response.check(model_ll, values, name="control_variate['m1']")
 
 
 def test_linear_feature_control_variate_with_vectorized_chains():
