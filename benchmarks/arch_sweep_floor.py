@@ -25,7 +25,10 @@ sweep, per seed; settle evaluations over fewer evaluations per sweep), and the c
 the per-round spread of ``S``.  The racing sampler's own sweep at the full N is timed in the same rounds for
 reference, and twice more from the same compiled loop: with its model index drawn exactly, and with every
 model's MH step exact (the switches warmup makes when a race costs more than N), which splits its time
-between the model race and the MH races without a profiler's per-operation inflation.
+between the model race and the MH races without a profiler's per-operation inflation; and from the same
+state without its ``FeatureProxyTable`` (each proxy's own arrays) and without its kept sums over the exactly-read
+points (``exact_sums=None``: each race, the next sweep's MH race included, reads those points itself), each
+in a loop compiled for that state.
 
 Fractions are leading rows of the real series (every size's lag matrix stays inside this machine's L3
 cache; ``--tile`` in ``arch_sweep_cost.py`` probes beyond it).  Writes
@@ -113,8 +116,11 @@ def main() -> None:
     t0 = time.perf_counter()
     # the model race's control variates from each proxy's own per-datum arrays instead of the models' one
     # FeatureProxyTable row per point (the form before the table; a state without it compiles that form)
-    without_table = {"racing, no table": lambda st: st._replace(feature_table=None)}
-    loop, state, e = compiled_sweeps(models, y, orders, pseudopriors, "normal", args, state_variants=without_table)
+    # ... and without the model race's sums over the exactly-read points kept for the next sweep's MH race (a
+    # state without the field: each race reads those points itself, as before the state kept them)
+    variants = {"racing, no table": lambda st: st._replace(feature_table=None),
+                "racing, exactly-read sums not kept": lambda st: st._replace(exact_sums=None)}
+    loop, state, e = compiled_sweeps(models, y, orders, pseudopriors, "normal", args, state_variants=variants)
     loops[("racing", n_full)] = (loop, state, y)
     evals[("racing", n_full)] = e
     print(f"racing, n = {n_full:,}: ready in {time.perf_counter() - t0:.0f} s ({e:.2f} evaluations per sweep / n)",
@@ -126,7 +132,8 @@ def main() -> None:
         state.exact_model_draw)), y)
     loops[("racing, MH steps exact", n_full)] = (loop, state._replace(inner_states=tuple(
         st._replace(exact_mode=jnp.ones_like(st.exact_mode)) for st in state.inner_states)), y)
-    loops[("racing, no table", n_full)] = (*without_table["racing, no table"], y)
+    for name, (variant_loop, variant_state) in variants.items():
+        loops[(name, n_full)] = (variant_loop, variant_state, y)
     times = {k: [] for k in loops}
     for _ in range(args.repeats):
         for k, (loop, state, data) in loops.items():
@@ -144,7 +151,9 @@ def main() -> None:
                        "ceiling_per_sweep": t_full / (a + b * n_full * rate),
                        "racing_over_exact_ms": times[("racing", n_full)][r] / times[("exact", n_full)][r],
                        "table_over_own_arrays_ms": (times[("racing", n_full)][r]
-                                                    / times[("racing, no table", n_full)][r])})
+                                                    / times[("racing, no table", n_full)][r]),
+                       "kept_over_not_kept_ms": (times[("racing", n_full)][r]
+                                                 / times[("racing, exactly-read sums not kept", n_full)][r])})
     med = {f"{k[0]} n={k[1]}": float(np.median(v)) for k, v in times.items()}
     a, b = line_fit(n, np.asarray([np.median(times[("exact", m)]) for m in sizes]))
     residual = [float(np.median(times[("exact", m)]) - (a + b * m)) for m in sizes]
@@ -193,6 +202,8 @@ def main() -> None:
         f"| ... with every MH step exact (median) | {med[f'racing, MH steps exact n={n_full}']:.3f} |",
         f"| ... with the model race's control variates from each proxy's own arrays, no table (median) | "
         f"{med[f'racing, no table n={n_full}']:.3f} |",
+        f"| ... with every race reading its exactly-read points itself, no sums kept for the next MH race (median) | "
+        f"{med[f'racing, exactly-read sums not kept n={n_full}']:.3f} |",
         f"| fixed part a of the exact sweep (fit of medians) | {a:.3f} ms |",
         f"| data part b N of the exact sweep at N (fit of medians) | {b * n_full:.3f} ms |",
         f"| largest residual of the fit | {max(abs(x) for x in residual):.3f} ms |",
@@ -218,6 +229,9 @@ def main() -> None:
         f"| measured racing / racing without the table ms per sweep at N (paired per round) | "
         f"{mean_se([r['table_over_own_arrays_ms'] for r in rounds])['mean']:.3f} ± "
         f"{mean_se([r['table_over_own_arrays_ms'] for r in rounds])['se']:.3f} |",
+        f"| measured racing / racing without the kept exactly-read sums ms per sweep at N (paired per round) | "
+        f"{mean_se([r['kept_over_not_kept_ms'] for r in rounds])['mean']:.3f} ± "
+        f"{mean_se([r['kept_over_not_kept_ms'] for r in rounds])['se']:.3f} |",
     ]
     write_results(args.out, result, lines)
 

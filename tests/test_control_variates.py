@@ -198,6 +198,61 @@ def test_linear_feature_proxy_sums_over_its_active_entries_and_refuses_others():
     np.testing.assert_allclose(mean[1], float(sub.total_sum(a)) / raced.size, rtol=1e-5)
 
 
+def test_a_race_takes_known_exact_sums_instead_of_reading_those_points():
+    """``ArmControlVariates.exact_sums`` (the arms' sums over the exactly-read points, when the caller has
+    them): a race given the right sums draws what the race that reads the points draws, from the same
+    points, and counts the rewards it did not compute as not computed; given wrong sums it draws from
+    them (they are used, not ignored); a non-finite sum stops it without a draw, as a non-finite reward
+    does.  ``fill_exact_sums`` computes the unknown (NaN) entries only. NumPy float64 inputs."""
+    from subsample_mcmc.racing import ArmControlVariates, fill_exact_sums, linear_feature_proxy, sample_discrete
+
+    rng = np.random.default_rng(3)
+    n = 3000
+    x = np.c_[np.ones(n), rng.normal(size=(n, 2))]
+    y = (rng.uniform(size=n) < 0.4).astype(np.float64)
+    ref = np.array([[-0.4, 0.3, -0.1]])
+    exact = np.sort(rng.choice(n, size=300, replace=False))
+    raced = np.setdiff1d(np.arange(n), exact)
+    base = linear_feature_proxy(_logistic_phi, ref, x, y, order=3, sums=False)
+    proxy = base.restricted(raced)
+    mats = tuple(jnp.asarray(ref + d, jnp.float32) for d in (0.0, 0.01, -0.012))
+    xj, yj = jnp.asarray(x, jnp.float32), jnp.asarray(y, jnp.float32)
+
+    def points(a, idx):  # the logistic log-likelihood of every datum in idx at the features' matrix a
+        z = xj[idx] @ a[0]
+        return yj[idx] * z - jnp.logaddexp(0.0, z)
+
+    def rewards(idx):
+        return jnp.stack([points(a, idx) for a in mats])
+
+    sums = np.asarray(jnp.sum(rewards(jnp.asarray(exact)), axis=1))
+    log_f0 = jnp.zeros(3)
+
+    def draw(key, exact_sums):
+        cv = ArmControlVariates((proxy,) * 3, mats, jnp.asarray(raced), jnp.asarray(exact), exact_sums=exact_sums)
+        return sample_discrete(key, log_f0, rewards, population_size=n, control_variate=cv, delta=0.05)
+
+    draw = jax.jit(draw)
+    for seed in range(5):
+        key = jax.random.PRNGKey(seed)
+        read, given = draw(key, None), draw(key, jnp.asarray(sums))
+        assert int(read.value) == int(given.value)
+        assert int(read.race.num_points_read) == int(given.race.num_points_read)
+        assert int(read.race.num_likelihood_evals) - int(given.race.num_likelihood_evals) == 3 * exact.size
+    # sums that favour arm 2 by 200 nats: the race follows them
+    wrong = draw(jax.random.PRNGKey(0), jnp.asarray(sums + np.array([0.0, 0.0, 200.0])))
+    assert int(wrong.value) == 2
+    bad = draw(jax.random.PRNGKey(0), jnp.asarray(sums * np.array([1.0, np.inf, 1.0])))
+    assert int(bad.value) == -1 or bool(bad.race.nonfinite)
+    # fill_exact_sums: the NaN entries are computed, a known one is kept (its function is not what it returns)
+    cv = ArmControlVariates((proxy,) * 3, mats, jnp.asarray(raced), jnp.asarray(exact),
+                            exact_sums=jnp.asarray([sums[0], np.nan, np.nan], jnp.float32))
+    fns = [lambda: jnp.float32(-1e9)] + [lambda a=a: jnp.sum(points(a, jnp.asarray(exact))) for a in mats[1:]]
+    filled = np.asarray(jax.jit(lambda c: fill_exact_sums(c, fns).exact_sums)(cv))
+    np.testing.assert_allclose(filled, sums, rtol=1e-5)
+    assert fill_exact_sums(cv._replace(exact_sums=None), fns).exact_sums is None
+
+
 def test_feature_proxy_table_gives_each_proxys_polynomial_from_one_row_per_datum():
     """The model race's packed table (NumPy float64 covariates): at random feature matrices, under jit and
     with a chain axis under vmap, it gives every proxy's own ``values`` (one, two and three features,

@@ -451,6 +451,49 @@ def test_linear_feature_control_variate_closed_form_and_checked_against_the_mode
         LinearFeatureControlVariate(lambda v: v, lambda z, w: z, np.zeros(10))
 
 
+def test_the_exactly_read_sums_are_kept_for_the_next_mh_race_and_change_no_draw():
+    """The model race sums every model's log-likelihood over the control variate's exactly-read points;
+    the state keeps those sums, and the next sweep's MH race of the model drawn takes its current
+    parameters' sum from them instead of reading the points again. NumPy float64 data, keyword ``y``:
+    after a run the kept sums are each model's features likelihood (the control variate's own code path)
+    summed over those points at the state's parameters; sweeps from the same state with the cache and
+    without it (``exact_sums=None``: the races read the points themselves) draw the same models and
+    parameters, and the cache's sweeps count exactly the points they did not read, a multiple of their
+    number, fewer."""
+    x, y = balanced_polynomial(5_000, seed=4)
+    cvs = _polynomial_control_variates(x, y)
+    kernel = ModelSelection(pm.polynomial_models(DEGREES), control_variate=cvs)
+    mcmc = MCMC(kernel, num_warmup=100, num_samples=50, progress_bar=False)
+    mcmc.run(jax.random.PRNGKey(7), x, y=y)
+    state = mcmc.last_state
+    n_exact = state.exact_indices.shape[0]
+    assert n_exact > 0 and state.exact_sums.shape == (len(DEGREES),)
+    for j, (name, inner) in enumerate(zip(kernel.names, state.inner_states)):
+        beta = np.asarray(inner.z["beta"])
+        per_point = cvs[name].log_likelihood_points(jnp.asarray(beta)[None, :])
+        expected = float(np.sum(np.asarray(per_point)[np.asarray(state.exact_indices)]))
+        assert np.isclose(float(state.exact_sums[j]), expected, rtol=1e-5, atol=1e-3), (name, state.exact_sums, expected)
+
+    @jax.jit
+    def sweeps(st):
+        def body(st, _):
+            st = kernel.sample(st, (x,), {"y": y})
+            return st, (st.z["model"], jnp.concatenate([s.z["beta"] for s in st.inner_states]),
+                        st.num_likelihood_evals, st.mh_race_stage)
+        return jax.lax.scan(body, st, None, length=60)[1]
+
+    k1, b1, e1, mh1 = sweeps(state)
+    k0, b0, e0, mh0 = sweeps(state._replace(exact_sums=None))
+    np.testing.assert_array_equal(np.asarray(k1), np.asarray(k0))
+    np.testing.assert_allclose(np.asarray(b1), np.asarray(b0), rtol=1e-5, atol=1e-6)
+    saved = np.asarray(e0, np.int64) - np.asarray(e1, np.int64)
+    raced_mh = np.asarray(mh1) > 0
+    assert raced_mh.sum() > 30, mh1
+    # one sweep: the MH race read the current parameters' points only where the last sweep's race left no sum
+    np.testing.assert_array_equal(saved[raced_mh], n_exact)
+    np.testing.assert_array_equal(saved[~raced_mh], 0)
+
+
 # ------------------------------------------------------------------ the maths
 def test_pseudoprior_density_and_draws():
     key = jax.random.PRNGKey(0)

@@ -32,7 +32,7 @@ from typing import Callable, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from ..racing import ArmControlVariates, best_arm
+from ..racing import ArmControlVariates, best_arm, fill_exact_sums
 from ..racing.bounds import ExactBound
 from ..racing.discrete import check_tie_share
 from ..racing.lil_ucb import LilUCBBound
@@ -186,7 +186,9 @@ def build_kernel(
         (feature-space proxies at ``x`` and ``x'`` with points read exactly: the race then reads
         the raw log-likelihoods, the proxy serving only the gradient estimate and the
         centre; each raced point costs both arms' log-likelihood and proxy, each exact point
-        their log-likelihoods) and ``center`` the mean
+        their log-likelihoods; an arm whose ``exact_sums`` entry is known, not NaN, is not read
+        at the exact points: :func:`~subsample_mcmc.racing.fill_exact_sums` computes the unknown
+        ones only, and only those are counted) and ``center`` the mean
         of the Gaussian a centred proposal (:func:`~subsample_mcmc.kernels.proposals.crank_nicolson`)
         moves around (default: the proxy's reference point).
 
@@ -235,6 +237,13 @@ def build_kernel(
                 return log_prior_fn(x) + proxy_sum(proxy, x)
 
         arms = jnp.stack([position, new])
+        exact_evals = None
+        if by_features and cv.exact_sums is not None:
+            # the arms' sums over the exactly-read points: a known one (the caller's cache) is not read again
+            computed = jnp.sum(jnp.isnan(jnp.asarray(cv.exact_sums))).astype(jnp.float32)
+            cv = fill_exact_sums(cv, [lambda x=x: jnp.sum(residual(x, cv.exact_indices)) for x in (position, new)])
+            options["control_variate"] = cv
+            exact_evals = computed * cv.exact_indices.shape[0]
 
         def both(idx):  # one traced copy of the likelihood for the two arms (vmapped), not two
             return jax.vmap(residual, in_axes=(0, None))(arms, idx)
@@ -243,7 +252,10 @@ def build_kernel(
         accept, race = racing_mh_accept(key_accept, both, n, lp_cur, lp_new, log_fwd, log_bwd, **options)
         accept = accept & jnp.isfinite(lp_new)
         if by_features:  # both arms' log-likelihoods at every point computed, their proxies at the raced ones
-            points = 2.0 * (2 * race.num_points_computed - cv.exact_indices.shape[0])
+            n_exact = cv.exact_indices.shape[0]
+            if exact_evals is None:
+                exact_evals = 2.0 * n_exact
+            points = 4.0 * (race.num_points_computed - n_exact) + exact_evals
         else:
             points = 2.0 * race.num_points_computed * point_cost
         info = MHInfo(

@@ -94,6 +94,7 @@ class ModelSelectionState(NamedTuple):
     raced_indices: Optional[jax.Array] = None  # ... the points the model race samples
     exact_indices: Optional[jax.Array] = None  # ... the points it sums exactly in every race
     feature_table: Optional[FeatureProxyTable] = None  # ... the proxies' per-datum coefficients, one row per datum
+    exact_sums: Optional[jax.Array] = None  # ... [K] each model's log-likelihood over those points at its parameters (NaN: unknown)
 
 
 def _names(models) -> tuple[list, list]:
@@ -211,6 +212,10 @@ class ModelSelection(InitOnceKernel):
             what each proxy's own arrays cost, about four exact terms per model
             (``benchmarks/results/arch_race_point_cost.md``).  The table holds ``N`` times the models'
             monomial counts (10 each for two features at order 3) plus the distinct covariate columns.
+            The model race's sums over the exactly-read points (every model's, at its parameters after
+            the sweep) stay in the state (``exact_sums``); the next sweep's MH race of the model drawn
+            takes its current parameters' sum from there (they have not moved since) and reads those
+            points for its proposal only.
         data_plate: the data plate's name when a model has several candidates.
 
     Draws: ``mcmc.get_samples()`` has ``"model"`` (the index into ``kernel.names``) and
@@ -627,7 +632,8 @@ class ModelSelection(InitOnceKernel):
         exact, raced = np.sort(order[:n_exact]), np.sort(order[n_exact:])
         proxies = tuple(p.restricted(raced, act) for p, act in zip(proxies, active))
         out = dict(feature_proxies=proxies, raced_indices=jnp.asarray(raced, jnp.int32),
-                   exact_indices=jnp.asarray(exact, jnp.int32), feature_table=feature_proxy_table(proxies))
+                   exact_indices=jnp.asarray(exact, jnp.int32), feature_table=feature_proxy_table(proxies),
+                   exact_sums=jnp.full((self.num_models,), jnp.nan, jnp.result_type(first(inner[0].log_lik_sum))))
         if self._vectorized:
             c = jnp.shape(inner[0].i)[0]
             out = jax.tree.map(lambda v: jnp.broadcast_to(v, (c,) + jnp.shape(v)), out)
@@ -738,9 +744,13 @@ class ModelSelection(InitOnceKernel):
                                           self._unravels[j])
 
                 def cv_fn(x, x_new):  # the model race's feature proxy of model j, at both arms
+                    # the current parameters' sum over the exactly-read points is the last model race's (the
+                    # selected model's parameters have not moved since); the proposal's is unknown (NaN)
+                    known = None if state.exact_sums is None else jnp.stack(
+                        [state.exact_sums[j], jnp.full((), jnp.nan, state.exact_sums.dtype)])
                     return ArmControlVariates((state.feature_proxies[j],) * 2,
                                               tuple(cv.matrix(constrain(unravel(v))) for v in (x, x_new)),
-                                              state.raced_indices, state.exact_indices)
+                                              state.raced_indices, state.exact_indices, exact_sums=known)
 
             def fn(states):
                 states = list(states)
@@ -766,6 +776,10 @@ class ModelSelection(InitOnceKernel):
         log_pi = jnp.log(jnp.asarray(self.prior, lp.dtype))
         log_adjust = state.log_prior_adjustment.astype(lp.dtype)
 
+        # each model's log-likelihood summed over the control variate's exactly-read points, at its parameters
+        # after this sweep (NaN: not computed this sweep)
+        unknown = None if state.exact_sums is None else jnp.full_like(state.exact_sums, jnp.nan)
+
         def draw_model(rewards_fns, sums, options):
             def rewards(idx):
                 return jnp.stack([fn(t, idx) for fn, t in zip(rewards_fns, thetas)])
@@ -786,13 +800,21 @@ class ModelSelection(InitOnceKernel):
                 cvs = [self.control_variates[name] for name in self.names]
                 matrices = tuple(cv.matrix(kern._subsampler.constrain(unravel(t)))
                                  for cv, kern, unravel, t in zip(cvs, kernels, self._unravels, thetas))
+                # every model's sum over the exactly-read points, here rather than in the race: the state keeps
+                # them, and the next sweep's MH race of the model drawn reuses its current parameters' sum
+                # (a state without the field, exact_sums=None: the race sums them itself, nothing is kept)
+                sums = None
+                if state.exact_sums is not None:
+                    with jax.named_scope("race_exact_points"):
+                        sums = jnp.sum(jnp.stack([fn(t, state.exact_indices) for fn, t in zip(lls, thetas)]), axis=1)
                 arm_cv = ArmControlVariates(state.feature_proxies, matrices, state.raced_indices, state.exact_indices,
-                                            state.feature_table)
+                                            state.feature_table, exact_sums=sums)
                 value, points, stages = draw_model(lls, None, dict(self.race_options, control_variate=arm_cv))
                 # every model's log-likelihood at every point computed, plus its proxy (one more evaluation,
                 # counted though it is a polynomial) at the raced ones
                 n_exact = state.exact_indices.shape[0]
-                return value, ((2 * points - n_exact) * num).astype(jnp.float32), stages
+                return (value, ((2 * points - n_exact) * num).astype(jnp.float32), stages,
+                        None if sums is None else sums.astype(unknown.dtype))
         elif use_proxy:
             point_cost = sum(kern._cost("point") + 1.0 for kern in kernels)
 
@@ -800,7 +822,7 @@ class ModelSelection(InitOnceKernel):
                 value, points, stages = draw_model(
                     [proxy_residual(ll, p, with_constant=True) for ll, p in zip(lls, proxies)],
                     proxy_sums(proxies, thetas), self.race_options)
-                return value, points.astype(jnp.float32) * point_cost, stages
+                return value, points.astype(jnp.float32) * point_cost, stages, unknown
 
         if not exact and (use_proxy or self.control_variates is not None):
             # never more than exact: from warmup's decision on the chain draws k exactly when the race cost more.
@@ -809,10 +831,11 @@ class ModelSelection(InitOnceKernel):
             checked = (jnp.asarray(self.check_decisions > 0) & ~state.exact_model_draw
                        & (state.i % max(self.check_decisions, 1) == 0))
             def skip_race(_):
-                return jnp.full((), -1, jnp.int32), jnp.zeros((), jnp.float32), jnp.zeros((), jnp.int32)
+                return jnp.full((), -1, jnp.int32), jnp.zeros((), jnp.float32), jnp.zeros((), jnp.int32), unknown
 
             with jax.named_scope("model_race"):
-                raced, race_points_cost, stages = jax.lax.cond(state.exact_model_draw, skip_race, by_race, None)
+                raced, race_points_cost, stages, exact_sums = jax.lax.cond(state.exact_model_draw, skip_race, by_race,
+                                                                           None)
             # a race that met a non-finite log-likelihood stops without a draw (-1): the exact draw replaces
             # it (-inf totals: models of probability 0), its full pass counted
             fallback = ~state.exact_model_draw & (raced < 0)
@@ -827,6 +850,7 @@ class ModelSelection(InitOnceKernel):
             with jax.named_scope("model_exact_draw"):
                 value, cost, stages = by_exact(None)
             checked = disagrees = jnp.zeros((), bool)
+            exact_sums = unknown
         new_k = jnp.where(value >= 0, value, k).astype(jnp.int32)
         exact_draw, race_cost = self._choose_model_draw(state, cost, num)
         active = self.wang_landau & (state.i < self._num_warmup)
@@ -837,7 +861,8 @@ class ModelSelection(InitOnceKernel):
             race_stage=stages, mh_race_stage=mh_stage.astype(jnp.int32), accept_prob=accept, rng_key=key,
             exact_model_draw=exact_draw, race_cost=race_cost, model_draw_checked=checked,
             model_draw_disagrees=disagrees, feature_proxies=state.feature_proxies,
-            raced_indices=state.raced_indices, exact_indices=state.exact_indices, feature_table=state.feature_table)
+            raced_indices=state.raced_indices, exact_indices=state.exact_indices, feature_table=state.feature_table,
+            exact_sums=exact_sums)
 
     def _choose_model_draw(self, state, cost, num):
         """Race or exact model draw, decided during warmup (as :class:`RacingMH` decides its MH

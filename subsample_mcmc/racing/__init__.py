@@ -19,8 +19,8 @@ from .bounds import (
     passage_probability,
 )
 from .control_variates import (ArmControlVariates, DataBins, FeatureProxyTable, LinearFeatureProxy,
-                               TaylorControlVariate, feature_proxy_table, linear_feature_proxy, make_data_bins,
-                               taylor_control_variate)
+                               TaylorControlVariate, feature_proxy_table, fill_exact_sums, linear_feature_proxy,
+                               make_data_bins, taylor_control_variate)
 from .discrete import DiscreteSample, sample_discrete, sample_discrete_exact
 from .lil_ucb import LilUCBBound, lil_ucb, lil_ucb_parameters
 from .permutation import NUM_ROUNDS, IndexStream, index_stream, permuted_indices, sized_permuted_indices
@@ -42,4 +42,5 @@ __all__ = [
     "IndexStream", "index_stream", "permuted_indices", "sized_permuted_indices", "NUM_ROUNDS",
     "DataBins", "TaylorControlVariate", "make_data_bins", "taylor_control_variate",
     "LinearFeatureProxy", "linear_feature_proxy", "ArmControlVariates", "FeatureProxyTable", "feature_proxy_table",
+    "fill_exact_sums",
 ]

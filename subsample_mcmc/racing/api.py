@@ -106,13 +106,19 @@ def _core(key, rewards, arm_offset, bound_param, ranges, control_variate, resolu
         n_race = n_total - n_exact
         base_block, base_pair = block_fn, pair_fn
         if n_exact > 0:
-            with jax.named_scope("race_exact_points"):
-                exact_rewards = base_block(cv.exact_indices)
-            exact_ok = jnp.all(jnp.isfinite(exact_rewards))
-            exact_sum = jnp.sum(jnp.where(exact_ok, exact_rewards, 0.0), axis=1)
+            if cv.exact_sums is not None:  # the caller summed the exactly-read points already
+                exact_sum = jnp.asarray(cv.exact_sums)
+                exact_ok = jnp.all(jnp.isfinite(exact_sum))
+                exact_sum = jnp.where(exact_ok, exact_sum, 0.0)
+            else:
+                with jax.named_scope("race_exact_points"):
+                    exact_rewards = base_block(cv.exact_indices)
+                exact_ok = jnp.all(jnp.isfinite(exact_rewards))
+                exact_sum = jnp.sum(jnp.where(exact_ok, exact_rewards, 0.0), axis=1)
             offsets = (arm_offset * n_total + exact_sum) / n_race
             index_map = cv.raced_indices
-            extra_evals = jnp.array(n_exact * n_arms, jnp.int32)
+            # rewards this race computed (the caller counts the sums it passed in exact_sums)
+            extra_evals = jnp.array(0 if cv.exact_sums is not None else n_exact * n_arms, jnp.int32)
 
         def block_fn(idx):
             return base_block(idx) - cv.values(idx) + h_mean[:, None]

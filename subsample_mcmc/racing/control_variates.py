@@ -34,7 +34,8 @@ import jax.numpy as jnp
 import numpy as np
 
 __all__ = ["ArmControlVariates", "DataBins", "FeatureProxyTable", "LinearFeatureProxy", "make_data_bins",
-           "TaylorControlVariate", "feature_proxy_table", "linear_feature_proxy", "taylor_control_variate"]
+           "TaylorControlVariate", "feature_proxy_table", "fill_exact_sums", "linear_feature_proxy",
+           "taylor_control_variate"]
 
 
 class DataBins(NamedTuple):
@@ -625,6 +626,11 @@ class ArmControlVariates(NamedTuple):
     The race reads ``l_{i,n} - h_{i,n}(A_i) + E_n[h_{i,n}(A_i)]`` (Eq. 11's form).  With ``table``
     (:func:`feature_proxy_table` of ``proxies``, arm ``i`` its ``i``-th entry) the per-datum values
     come from its one row per point; the proxies still give the sums.
+
+    ``exact_sums`` (optional, ``[D]``): each arm's log-likelihood summed over ``exact_indices``,
+    ``S_i = sum_{n in E} l_{i,n}``, when the caller already has them; the race then adds them to the
+    arms' offsets (Eq. 11's exactly-read part) instead of reading those points again.  An entry that
+    is NaN is unknown: whoever builds the race must fill it (:func:`fill_exact_sums`) before the race.
     """
 
     proxies: tuple
@@ -632,6 +638,7 @@ class ArmControlVariates(NamedTuple):
     raced_indices: jax.Array
     exact_indices: jax.Array
     table: Optional[FeatureProxyTable] = None
+    exact_sums: Optional[jax.Array] = None
 
     @property
     def num_arms(self) -> int:
@@ -658,3 +665,21 @@ class ArmControlVariates(NamedTuple):
         if self.table is not None:
             return self.table.values(self.matrices, tuple(p.reference for p in self.proxies), indices)
         return jnp.stack([p.values(a, indices) for p, a in zip(self.proxies, self.matrices)])
+
+
+def fill_exact_sums(cv: ArmControlVariates, arm_sums) -> ArmControlVariates:
+    r"""``cv`` with every unknown (NaN) entry of ``cv.exact_sums`` filled: entry ``i`` becomes
+    ``arm_sums[i]()``, the arm's log-likelihood summed over ``cv.exact_indices``, computed in a real
+    branch (``lax.cond``) that runs only when the entry is unknown.  A known entry costs nothing;
+    ``cv.exact_sums=None`` is returned unchanged (the race then reads the points itself).
+
+    Args:
+        cv: the race's control variates.
+        arm_sums: one zero-argument function per arm returning ``sum_{n in E} l_{i,n}`` (a scalar).
+    """
+    if cv.exact_sums is None:
+        return cv
+    known = jnp.asarray(cv.exact_sums)
+    filled = [jax.lax.cond(jnp.isnan(known[i]), lambda f=f: jnp.asarray(f(), known.dtype), lambda i=i: known[i])
+              for i, f in enumerate(arm_sums)]
+    return cv._replace(exact_sums=jnp.stack(filled))
