@@ -105,9 +105,12 @@ def _core(key, rewards, arm_offset, bound_param, ranges, control_variate, resolu
         n_exact = cv.exact_indices.shape[0]
         n_race = n_total - n_exact
         base_block, base_pair = block_fn, pair_fn
+        # the caller's sums over the exactly-read points (ArmControlVariates.exact_sums; a data-space
+        # TaylorControlVariate has none)
+        known_sums = getattr(cv, "exact_sums", None)
         if n_exact > 0:
-            if cv.exact_sums is not None:  # the caller summed the exactly-read points already
-                exact_sum = jnp.asarray(cv.exact_sums)
+            if known_sums is not None:  # the caller summed the exactly-read points already
+                exact_sum = jnp.asarray(known_sums)
                 exact_ok = jnp.all(jnp.isfinite(exact_sum))
                 exact_sum = jnp.where(exact_ok, exact_sum, 0.0)
             else:
@@ -118,7 +121,7 @@ def _core(key, rewards, arm_offset, bound_param, ranges, control_variate, resolu
             offsets = (arm_offset * n_total + exact_sum) / n_race
             index_map = cv.raced_indices
             # rewards this race computed (the caller counts the sums it passed in exact_sums)
-            extra_evals = jnp.array(0 if cv.exact_sums is not None else n_exact * n_arms, jnp.int32)
+            extra_evals = jnp.array(0 if known_sums is not None else n_exact * n_arms, jnp.int32)
 
         def block_fn(idx):
             return base_block(idx) - cv.values(idx) + h_mean[:, None]
