@@ -669,7 +669,9 @@ class ArmControlVariates(NamedTuple):
 
 def fill_exact_sums(cv: ArmControlVariates, arm_sums) -> ArmControlVariates:
     r"""``cv`` with every unknown (NaN) entry of ``cv.exact_sums`` filled: entry ``i`` becomes
-    ``arm_sums[i]()``, the arm's log-likelihood summed over ``cv.exact_indices``, computed in a real
+    ``arm_sums[i]()``, the arm's log-likelihood summed over ``cv.exact_indices``,
+    ``S_i = sum_{n in E} l_{i,n}`` (the exactly-read part of Eq. 11's estimate
+    ``S_i + (N - |E|) (mean_raced(l_i - h_i) + E[h_i])``), computed in a real
     branch (``lax.cond``) that runs only when the entry is unknown.  A known entry costs nothing;
     ``cv.exact_sums=None`` is returned unchanged (the race then reads the points itself).
 
