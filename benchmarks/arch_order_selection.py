@@ -16,9 +16,11 @@ exactly).  Ratios are summarised by their mean and standard error over seeds.
 Seconds come two ways, both reported.  *End to end*: NumPyro's ``MCMC.warmup`` and ``MCMC.run``
 as a user calls them, which include compiling (or loading from JAX's persistent cache) each
 chain's program and the decision checks' full passes.  *Steady*: the seconds per sweep of the
-compiled step itself (``kernel.sample`` in a jitted ``fori_loop`` of ``--timed-sweeps`` sweeps from
-the chain's post-warmup state, checks off, compiled first, then the two samplers timed in turn five
-times and the median kept), times the run's sweeps: what a longer run converges to.
+compiled step itself (``kernel.sample`` in a jitted ``fori_loop``, checks off, compiled first, then
+the two samplers timed in turn five times and the median kept), times the run's sweeps: what a longer
+run converges to.  Sampling: every chain's own sampling sweeps replayed from its post-warmup state
+(the trajectory whose ESS(q) is reported); warmup: ``--timed-sweeps`` sweeps from chain 0's
+post-warmup state with Wang-Landau on.
 
     python benchmarks/arch_order_selection.py --data djia --seeds 3      # the issue's default series
     python benchmarks/arch_order_selection.py --data sp500 --seeds 2 --warmup 300 --samples 600   # quick
@@ -55,26 +57,36 @@ def mean_se(values) -> dict:
 
 def steady_seconds_per_sweep(runs: dict, y, sweeps: int, repeats: int = 5) -> dict:
     """``{name: {"warmup": s, "sample": s}}``: seconds per sweep of each run's compiled ``ModelSelection``
-    step, decision checks off: chain 0's post-warmup state moved ``sweeps`` sweeps by one jitted
-    ``fori_loop``, as a warmup sweep (``i = 0``: Wang-Landau on) and as a sampling sweep.  Every
-    program is compiled and run once first; then the samplers are timed in turn, ``repeats`` rounds,
-    and the median kept (this machine's speed drifts by tens of percent between seconds)."""
+    step, decision checks off, in one jitted ``fori_loop`` whose trip count is an argument (one program
+    per sampler).  ``"sample"``: every chain's own sampling sweeps replayed from its post-warmup state
+    (the same key, so the same draws, the trajectory whose ESS(q) is reported; a raced sweep costs more
+    where the models' sums are close, so a short stretch from one state is not representative);
+    ``"warmup"``: ``sweeps`` sweeps from chain 0's post-warmup state as a warmup sweep (``i = 0``:
+    Wang-Landau on).  Every program is compiled and run once first; then the samplers are timed in
+    turn, ``repeats`` rounds, and the median kept (this machine's speed drifts by tens of percent
+    between seconds)."""
     loops = {}
     for name, run in runs.items():
         kernel = copy.copy(run.mcmc.sampler)
         kernel.check_decisions = 0
-        state = jax.tree.map(lambda v: v[0], run.mcmc.post_warmup_state)  # chains ran one after another
-        loop = jax.jit(lambda s, data, kernel=kernel: jax.lax.fori_loop(
-            0, sweeps, lambda _, t: kernel.sample(t, (data,), {}), s))
-        for phase, st in (("warmup", state._replace(i=jnp.zeros_like(state.i))), ("sample", state)):
-            jax.block_until_ready(loop(st, y))  # compile (the second phase reuses the program)
-            loops[name, phase] = (loop, st)
+        loop = jax.jit(lambda s, data, n, kernel=kernel: jax.lax.fori_loop(
+            0, n, lambda _, t: kernel.sample(t, (data,), {}), s))
+        post = run.mcmc.post_warmup_state  # chains ran one after another: a leading chain axis
+        num_chains = jax.tree.leaves(post.i)[0].shape[0]
+        num_samples = run.fields["num_likelihood_evals"].size // num_chains
+        chain = [jax.tree.map(lambda v, c=c: v[c], post) for c in range(num_chains)]
+        phases = {"warmup": [(chain[0]._replace(i=jnp.zeros_like(chain[0].i)), sweeps)],
+                  "sample": [(st, num_samples) for st in chain]}
+        jax.block_until_ready(loop(chain[0], y, 1))  # compile (every phase and chain reuses the program)
+        for phase, parts in phases.items():
+            loops[name, phase] = (loop, parts)
     times = {key: [] for key in loops}
     for _ in range(repeats):
-        for key, (loop, st) in loops.items():
+        for key, (loop, parts) in loops.items():
             t0 = time.perf_counter()
-            jax.block_until_ready(loop(st, y))
-            times[key].append((time.perf_counter() - t0) / sweeps)
+            for st, n in parts:
+                jax.block_until_ready(loop(st, y, n))
+            times[key].append((time.perf_counter() - t0) / sum(n for _, n in parts))
     return {name: {phase: float(np.median(times[name, phase])) for phase in ("warmup", "sample")} for name in runs}
 
 
@@ -175,8 +187,9 @@ def main() -> None:
     lines = [f"# ARCH order selection on {series.name} (N = {y.shape[0]:,}): racing vs exact ModelSelection", "",
              f"`{result['command']}`; {args.seeds} seeds x {args.chains} chains; ratios racing/exact, mean ± s.e. "
              "over seeds (Wang-Landau: over chains). *Steady* seconds: the compiled step's seconds per sweep "
-             f"({args.timed_sweeps} sweeps timed after compiling, the samplers in turn, median of 5; decision "
-             "checks off) times the sweeps; "
+             "(timed after compiling, the samplers in turn, median of 5; decision checks off; sampling: every "
+             "chain's own sampling sweeps replayed from its post-warmup state; warmup: "
+             f"{args.timed_sweeps} sweeps from chain 0's post-warmup state, Wang-Landau on) times the sweeps; "
              "*end to end*: NumPyro's warmup and run as called, including compiling or loading each chain's "
              "program (JAX's persistent compilation cache is on) and the decision checks' exact re-draws of "
              f"every {args.check_every}th raced model index.", "",
