@@ -208,8 +208,9 @@ class ModelSelection(InitOnceKernel):
             proxies, cut the sweep's evaluations 3.5x (``benchmarks/results/arch_order_selection_djia.md``).
             The model race reads every model's proxy from one row per datum of a
             :class:`~subsample_mcmc.racing.FeatureProxyTable` built at ``init`` (each distinct covariate
-            column once): on the DJIA's six ARCH orders a raced point's control variates cost 0.40 of
-            what each proxy's own arrays cost, about four exact terms per model
+            column once, every model's feature change from one product over those columns): on the DJIA's
+            six ARCH orders a raced point's control variates cost 0.18 of what each proxy's own arrays
+            cost at 7,580 points per trip, about three exact terms per model
             (``benchmarks/results/arch_race_point_cost.md``).  The table holds ``N`` times the models'
             monomial counts (10 each for two features at order 3) plus the distinct covariate columns.
             The model race's sums over the exactly-read points (every model's, at its parameters after

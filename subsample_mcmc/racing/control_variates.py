@@ -558,10 +558,10 @@ class FeatureProxyTable:
     minor axis, where XLA vectorises them.  Every proxy's feature change comes from one product,
     ``[dz_1; ...; dz_D] = [Delta A_1 P_1; ...; Delta A_D P_D] x_n`` over the covariate columns the proxies
     use together (``P_i`` places proxy ``i``'s columns among them, zero elsewhere), so the gathered
-    columns are read once for all proxies instead of being sliced out for each.  On the DJIA's six ARCH models (N = 37,900) this cut the
-    control variates' time per raced point to less than half of the proxies' own ``values``
-    (``benchmarks/arch_race_point_cost.py``), whose separate gathers of ``[m, p']``-shaped arrays leave
-    the arithmetic on a minor axis of 2.
+    columns are read once for all proxies instead of being sliced out for each.  On the DJIA's six ARCH
+    models (N = 37,900) this cut the control variates' time per raced point to 0.18-0.34 of the
+    proxies' own ``values`` (``benchmarks/arch_race_point_cost.py``), whose separate gathers of
+    ``[m, p']``-shaped arrays leave the arithmetic on a minor axis of 2.
 
     Attributes:
         table: ``[N, W]``.
@@ -594,7 +594,8 @@ class FeatureProxyTable:
         blocks = []
         for (_, _, cols), a, ref in zip(self.layout, matrices, references):
             d = (a - ref).astype(g.dtype)
-            blocks.append(jnp.zeros((d.shape[0], len(used)), g.dtype).at[:, np.asarray([where[c] for c in cols])].set(d))
+            place = np.asarray([where[c] for c in cols])
+            blocks.append(jnp.zeros((d.shape[0], len(used)), g.dtype).at[:, place].set(d))
         dz_all = jnp.concatenate(blocks) @ x  # [sum_i p'_i, m]
         out, row = [], 0
         for (start, monomials, cols), blk in zip(self.layout, blocks):
