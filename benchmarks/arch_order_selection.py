@@ -19,8 +19,9 @@ chain's program and the decision checks' full passes.  *Steady*: the seconds per
 compiled step itself (``kernel.sample`` in a jitted ``fori_loop``, checks off, compiled first, then
 the two samplers timed in turn five times and the median kept), times the run's sweeps: what a longer
 run converges to.  Sampling: every chain's own sampling sweeps replayed from its post-warmup state
-(the trajectory whose ESS(q) is reported); warmup: ``--timed-sweeps`` sweeps from chain 0's
-post-warmup state with Wang-Landau on.
+(the trajectory whose ESS(q) is reported); Wang-Landau's settle time: every chain's warmup replayed
+from its start (made again with the chain's key, as ``MCMC.warmup`` made it) up to its settle sweep,
+the replayed adjustment at that sweep checked against the run's own.
 
     python benchmarks/arch_order_selection.py --data djia --seeds 3      # the issue's default series
     python benchmarks/arch_order_selection.py --data sp500 --seeds 2 --warmup 300 --samples 600   # quick
@@ -55,17 +56,22 @@ def mean_se(values) -> dict:
             "n": int(v.size)}
 
 
-def steady_seconds_per_sweep(runs: dict, y, sweeps: int, repeats: int = 5) -> dict:
-    """``{name: {"warmup": s, "sample": s}}``: seconds per sweep of each run's compiled ``ModelSelection``
-    step, decision checks off, in one jitted ``fori_loop`` whose trip count is an argument (one program
-    per sampler).  ``"sample"``: every chain's own sampling sweeps replayed from its post-warmup state
-    (the same key, so the same draws, the trajectory whose ESS(q) is reported; a raced sweep costs more
-    where the models' sums are close, so a short stretch from one state is not representative);
-    ``"warmup"``: ``sweeps`` sweeps from chain 0's post-warmup state as a warmup sweep (``i = 0``:
-    Wang-Landau on).  Every program is compiled and run once first; then the samplers are timed in
-    turn, ``repeats`` rounds, and the median kept (this machine's speed drifts by tens of percent
-    between seconds)."""
-    loops = {}
+def steady_seconds_per_sweep(runs: dict, y, seed: int, settle: dict, repeats: int = 5) -> dict:
+    """``{name: {"warmup": s, "sample": s, "settle_seconds": [s per chain], "replay_check": nats}}``:
+    seconds of each run's compiled ``ModelSelection`` step, decision checks off, in one jitted
+    ``fori_loop`` whose trip count is an argument (one program per sampler), replaying the run's own
+    trajectories (the same keys, so the same draws; a raced sweep costs more where the models' sums are
+    close, so a short stretch from one state is not representative).
+
+    ``"sample"``: every chain's sampling sweeps from its post-warmup state, per sweep.  ``"settle_seconds"``:
+    every chain's warmup from its start up to the sweep where Wang-Landau settled (``settle[name]["sweeps"]``),
+    the start made again as ``MCMC.warmup`` made it (``kernel.init`` with the chain's key,
+    ``split(PRNGKey(seed), chains)[c]``, sequential chains); ``"warmup"``: those seconds per sweep.
+    ``"replay_check"``: the largest difference (nats) between the replayed Wang-Landau adjustment at each
+    chain's settle sweep and the run's own (0: the replay ran the run's trajectory).  Every program is
+    compiled and run once first; then the samplers are timed in turn, ``repeats`` rounds, and each part's
+    median kept (this machine's speed drifts by tens of percent between seconds)."""
+    loops, checks = {}, {}
     for name, run in runs.items():
         kernel = copy.copy(run.mcmc.sampler)
         kernel.check_decisions = 0
@@ -75,19 +81,36 @@ def steady_seconds_per_sweep(runs: dict, y, sweeps: int, repeats: int = 5) -> di
         num_chains = jax.tree.leaves(post.i)[0].shape[0]
         num_samples = run.fields["num_likelihood_evals"].size // num_chains
         chain = [jax.tree.map(lambda v, c=c: v[c], post) for c in range(num_chains)]
-        phases = {"warmup": [(chain[0]._replace(i=jnp.zeros_like(chain[0].i)), sweeps)],
+        keys = jax.random.split(jax.random.PRNGKey(seed), num_chains)
+        starts = [kernel.init(k, run.mcmc.num_warmup, None, (y,), {}) for k in keys]
+        phases = {"warmup": list(zip(starts, settle[name]["sweeps"])),
                   "sample": [(st, num_samples) for st in chain]}
-        jax.block_until_ready(loop(chain[0], y, 1))  # compile (every phase and chain reuses the program)
+        for st, _ in phases["warmup"] + phases["sample"][:1]:  # compile (every part reuses the program)
+            jax.block_until_ready(loop(st, y, 1))
+        adjust = run.warmup_fields["log_prior_adjustment"].astype(np.float64)  # [C, T, K], after each sweep
+        diff = 0.0
+        for c, (st, n) in enumerate(phases["warmup"]):
+            if n > 0:
+                a = np.asarray(loop(st, y, n).log_prior_adjustment, np.float64)
+                diff = max(diff, float(np.max(np.abs(a - adjust[c, n - 1]))))
+        checks[name] = diff
         for phase, parts in phases.items():
             loops[name, phase] = (loop, parts)
-    times = {key: [] for key in loops}
+    times = {key: [[] for _ in parts] for key, (_, parts) in loops.items()}
     for _ in range(repeats):
         for key, (loop, parts) in loops.items():
-            t0 = time.perf_counter()
-            for st, n in parts:
+            for p, (st, n) in enumerate(parts):
+                t0 = time.perf_counter()
                 jax.block_until_ready(loop(st, y, n))
-            times[key].append((time.perf_counter() - t0) / sum(n for _, n in parts))
-    return {name: {phase: float(np.median(times[name, phase])) for phase in ("warmup", "sample")} for name in runs}
+                times[key][p].append(time.perf_counter() - t0)
+    out = {}
+    for name in runs:
+        sweeps = {phase: sum(n for _, n in loops[name, phase][1]) for phase in ("warmup", "sample")}
+        part = {phase: [float(np.median(t)) for t in times[name, phase]] for phase in ("warmup", "sample")}
+        out[name] = {"warmup": sum(part["warmup"]) / max(sweeps["warmup"], 1),
+                     "sample": sum(part["sample"]) / max(sweeps["sample"], 1),
+                     "settle_seconds": part["warmup"], "replay_check": checks[name]}
+    return out
 
 
 def main() -> None:
@@ -100,7 +123,6 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--delta", type=float, default=0.05)
     ap.add_argument("--check-every", type=int, default=10, help="re-draw every M-th raced model index exactly")
-    ap.add_argument("--timed-sweeps", type=int, default=200, help="sweeps timed for the steady seconds per sweep")
     args = ap.parse_args()
     enable_compilation_cache()  # as the CLI job: later chains and seeds load the compiled samplers
     orders = tuple(int(q) for q in args.orders.split(","))
@@ -121,13 +143,13 @@ def main() -> None:
                                      check_decisions=args.check_every, progress_bar=False,
                                      orders=orders)
         d = {m: diagnostics(r) for m, r in runs.items()}
-        steady_all = steady_seconds_per_sweep(runs, y, args.timed_sweeps)
+        steady_all = steady_seconds_per_sweep(runs, y, seed, {m: d[m]["wang_landau_settle"] for m in runs})
         for m, r in runs.items():  # the compiled step's own seconds, and the figures they give
             steady = steady_all[m]
             settle = d[m]["wang_landau_settle"]
             d[m]["steady_seconds_per_sweep"] = steady
             d[m]["ess_per_second_steady"] = d[m]["ess_q"] / (r.fields["num_likelihood_evals"].size * steady["sample"])
-            settle["seconds_steady"] = [n * steady["warmup"] for n in settle["sweeps"]]
+            settle["seconds_steady"] = steady["settle_seconds"]  # each chain's warmup replayed up to its settle sweep
         tv, tv_se = total_variation(runs["racing"], runs["exact"])
         wl = {m: d[m]["wang_landau_settle"] for m in runs}
         row = {
@@ -170,13 +192,15 @@ def main() -> None:
         "wang_landau_seconds_steady": mean_se(v for r in rows for v in r["wang_landau"]["seconds_steady_ratio"]),
         "wang_landau_censored_chains": {m: int(sum(sum(r["wang_landau"]["censored"][m]) for r in rows))
                                         for m in ("racing", "exact")},
+        "replay_check_nats": float(max(r["diagnostics"][m]["steady_seconds_per_sweep"]["replay_check"]
+                                       for r in rows for m in ("racing", "exact"))),
         "max_total_variation_z": float(max(r["total_variation"] / max(r["total_variation_se"], 1e-12) for r in rows)),
         "decision_errors": {"errors": sum(r["decision_error_rate"]["errors"] for r in rows),
                             "decisions": sum(r["decision_error_rate"]["decisions"] for r in rows)},
     }
     result = {"command": f"python benchmarks/arch_order_selection.py --data {args.data} --orders {args.orders} "
                          f"--warmup {args.warmup} --samples {args.samples} --chains {args.chains} --seeds {args.seeds} "
-                         f"--check-every {args.check_every} --timed-sweeps {args.timed_sweeps}",
+                         f"--check-every {args.check_every}",
               "series": series.name, "num_terms": int(y.shape[0]), "orders": list(orders),
               "pseudoprior_choice": fitter.auto_choice, "pseudoprior_fit_seconds": fit_seconds,
               "machine": platform.platform(), "summary": summary, "seeds": rows}
@@ -188,8 +212,8 @@ def main() -> None:
              f"`{result['command']}`; {args.seeds} seeds x {args.chains} chains; ratios racing/exact, mean ± s.e. "
              "over seeds (Wang-Landau: over chains). *Steady* seconds: the compiled step's seconds per sweep "
              "(timed after compiling, the samplers in turn, median of 5; decision checks off; sampling: every "
-             "chain's own sampling sweeps replayed from its post-warmup state; warmup: "
-             f"{args.timed_sweeps} sweeps from chain 0's post-warmup state, Wang-Landau on) times the sweeps; "
+             "chain's own sampling sweeps replayed from its post-warmup state; Wang-Landau's settle time: every "
+             "chain's warmup replayed from its start up to its settle sweep) times the sweeps; "
              "*end to end*: NumPyro's warmup and run as called, including compiling or loading each chain's "
              "program (JAX's persistent compilation cache is on) and the decision checks' exact re-draws of "
              f"every {args.check_every}th raced model index.", "",
@@ -208,7 +232,9 @@ def main() -> None:
              f"exact {s['wang_landau_censored_chains']['exact']} |",
              f"| largest TV / its Monte Carlo s.e. | {s['max_total_variation_z']:.2f} |",
              f"| racing model draws differing from exact | {s['decision_errors']['errors']} / "
-             f"{s['decision_errors']['decisions']} (delta = {args.delta}) |", ""]
+             f"{s['decision_errors']['decisions']} (delta = {args.delta}) |",
+             f"| replayed warmups: largest difference from the run's Wang-Landau adjustment at the settle sweep | "
+             f"{s['replay_check_nats']:.2g} nats |", ""]
     out.with_suffix(".md").write_text("\n".join(lines))
     print("\n".join(lines))
 
