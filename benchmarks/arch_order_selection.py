@@ -37,7 +37,6 @@ import time
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from subsample_mcmc import ModelSelection
