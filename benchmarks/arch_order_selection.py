@@ -21,7 +21,8 @@ the two samplers timed in turn five times and the median kept), times the run's 
 run converges to.  Sampling: every chain's own sampling sweeps replayed from its post-warmup state
 (the trajectory whose ESS(q) is reported); Wang-Landau's settle time: every chain's warmup replayed
 from its start (made again with the chain's key, as ``MCMC.warmup`` made it) up to its settle sweep,
-the replayed adjustment at that sweep checked against the run's own.
+the replayed adjustment at that sweep checked against the run's own.  Both samplers run the models as the
+job does, with ``series=`` (subsets' rows read from the return series, ``models.arch.arch_numpyro_model``).
 
     python benchmarks/arch_order_selection.py --data djia --seeds 3      # the issue's default series
     python benchmarks/arch_order_selection.py --data sp500 --seeds 2 --warmup 300 --samples 600   # quick
@@ -37,6 +38,7 @@ import time
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from subsample_mcmc import ModelSelection
@@ -55,7 +57,7 @@ def mean_se(values) -> dict:
             "n": int(v.size)}
 
 
-def steady_seconds_per_sweep(runs: dict, y, seed: int, settle: dict, repeats: int = 5) -> dict:
+def steady_seconds_per_sweep(runs: dict, y, seed: int, settle: dict, repeats: int = 5, series=None) -> dict:
     """``{name: {"warmup": s, "sample": s, "settle_seconds": [s per chain], "replay_check": nats}}``:
     seconds of each run's compiled ``ModelSelection`` step, decision checks off, in one jitted
     ``fori_loop`` whose trip count is an argument (one program per sampler), replaying the run's own
@@ -69,28 +71,30 @@ def steady_seconds_per_sweep(runs: dict, y, seed: int, settle: dict, repeats: in
     ``"replay_check"``: the largest difference (nats) between the replayed Wang-Landau adjustment at each
     chain's settle sweep and the run's own (0: the replay ran the run's trajectory).  Every program is
     compiled and run once first; then the samplers are timed in turn, ``repeats`` rounds, and each part's
-    median kept (this machine's speed drifts by tens of percent between seconds)."""
+    median kept (this machine's speed drifts by tens of percent between seconds).  ``series``: the models'
+    ``series`` argument, as the runs had it."""
     loops, checks = {}, {}
+    kw = {} if series is None else {"series": jnp.asarray(series)}
     for name, run in runs.items():
         kernel = copy.copy(run.mcmc.sampler)
         kernel.check_decisions = 0
-        loop = jax.jit(lambda s, data, n, kernel=kernel: jax.lax.fori_loop(
-            0, n, lambda _, t: kernel.sample(t, (data,), {}), s))
+        loop = jax.jit(lambda s, data, kw, n, kernel=kernel: jax.lax.fori_loop(
+            0, n, lambda _, t: kernel.sample(t, (data,), kw), s))
         post = run.mcmc.post_warmup_state  # chains ran one after another: a leading chain axis
         num_chains = jax.tree.leaves(post.i)[0].shape[0]
         num_samples = run.fields["num_likelihood_evals"].size // num_chains
         chain = [jax.tree.map(lambda v, c=c: v[c], post) for c in range(num_chains)]
         keys = jax.random.split(jax.random.PRNGKey(seed), num_chains)
-        starts = [kernel.init(k, run.mcmc.num_warmup, None, (y,), {}) for k in keys]
+        starts = [kernel.init(k, run.mcmc.num_warmup, None, (y,), dict(kw)) for k in keys]
         phases = {"warmup": list(zip(starts, settle[name]["sweeps"])),
                   "sample": [(st, num_samples) for st in chain]}
         for st, _ in phases["warmup"] + phases["sample"][:1]:  # compile (every part reuses the program)
-            jax.block_until_ready(loop(st, y, 1))
+            jax.block_until_ready(loop(st, y, kw, 1))
         adjust = run.warmup_fields["log_prior_adjustment"].astype(np.float64)  # [C, T, K], after each sweep
         diff = 0.0
         for c, (st, n) in enumerate(phases["warmup"]):
             if n > 0:
-                a = np.asarray(loop(st, y, n).log_prior_adjustment, np.float64)
+                a = np.asarray(loop(st, y, kw, n).log_prior_adjustment, np.float64)
                 diff = max(diff, float(np.max(np.abs(a - adjust[c, n - 1]))))
         checks[name] = diff
         for phase, parts in phases.items():
@@ -100,7 +104,7 @@ def steady_seconds_per_sweep(runs: dict, y, seed: int, settle: dict, repeats: in
         for key, (loop, parts) in loops.items():
             for p, (st, n) in enumerate(parts):
                 t0 = time.perf_counter()
-                jax.block_until_ready(loop(st, y, n))
+                jax.block_until_ready(loop(st, y, kw, n))
                 times[key][p].append(time.perf_counter() - t0)
     out = {}
     for name in runs:
@@ -126,7 +130,8 @@ def main() -> None:
     enable_compilation_cache()  # as the CLI job: later chains and seeds load the compiled samplers
     orders = tuple(int(q) for q in args.orders.split(","))
     series = load_returns(args.data)
-    y = np.asarray(prepare(series.returns, orders).y)
+    arch_data = prepare(series.returns, orders)
+    y, rows_of_series = np.asarray(arch_data.y), np.asarray(arch_data.series)
     models = arch_models(orders)
     t0 = time.perf_counter()
     fitter = ModelSelection(models)
@@ -140,9 +145,10 @@ def main() -> None:
             runs[name] = run_sampler(name, models, y, pseudopriors=pseudopriors, num_warmup=args.warmup,
                                      num_samples=args.samples, num_chains=args.chains, seed=seed, delta=args.delta,
                                      check_decisions=args.check_every, progress_bar=False,
-                                     orders=orders)
+                                     orders=orders, series=rows_of_series)
         d = {m: diagnostics(r) for m, r in runs.items()}
-        steady_all = steady_seconds_per_sweep(runs, y, seed, {m: d[m]["wang_landau_settle"] for m in runs})
+        steady_all = steady_seconds_per_sweep(runs, y, seed, {m: d[m]["wang_landau_settle"] for m in runs},
+                                              series=rows_of_series)
         for m, r in runs.items():  # the compiled step's own seconds, and the figures they give
             steady = steady_all[m]
             settle = d[m]["wang_landau_settle"]

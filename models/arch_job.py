@@ -102,9 +102,11 @@ class ArchRun:
 
 def run_sampler(name: str, models: dict, y, *, pseudopriors: dict, num_warmup: int, num_samples: int,
                 num_chains: int, seed: int, delta: float, check_decisions: int, progress_bar: bool,
-                orders: Sequence[int]) -> ArchRun:
+                orders: Sequence[int], series=None) -> ArchRun:
     """Warmup (Wang-Landau on) then sampling of one ``ModelSelection`` (``METHODS[name]``) in NumPyro's
-    ``MCMC`` on the given pseudopriors, timed apart; chains run one after another."""
+    ``MCMC`` on the given pseudopriors, timed apart; chains run one after another.  ``series``: the models'
+    ``series`` argument (:attr:`~subsample_mcmc.models.arch.ArchData.series`: subsets' rows read from the
+    series; None: from ``y``)."""
     import jax
     from numpyro.infer import MCMC
 
@@ -119,10 +121,11 @@ def run_sampler(name: str, models: dict, y, *, pseudopriors: dict, num_warmup: i
     _release_compiled_programs()
     key = jax.random.PRNGKey(seed)
     t0 = time.perf_counter()
-    mcmc.warmup(key, y, collect_warmup=True, extra_fields=_FIELDS)
+    data = {} if series is None else {"series": series}
+    mcmc.warmup(key, y, collect_warmup=True, extra_fields=_FIELDS, **data)
     warm = {k: np.asarray(v) for k, v in mcmc.get_extra_fields(group_by_chain=True).items()}
     t1 = time.perf_counter()
-    mcmc.run(mcmc.post_warmup_state.rng_key, y, extra_fields=_FIELDS)
+    mcmc.run(mcmc.post_warmup_state.rng_key, y, extra_fields=_FIELDS, **data)
     t2 = time.perf_counter()
     fields = {k: np.asarray(v) for k, v in mcmc.get_extra_fields(group_by_chain=True).items()}
     return ArchRun(name, mcmc, orders, warm, fields, {"warmup": t1 - t0, "sample": t2 - t1}, int(y.shape[0]))
@@ -313,14 +316,14 @@ def run_job(*, data: str = DEFAULT_SERIES, orders: Sequence[int] = DEFAULT_ORDER
     series, true_order = load_series(data, orders=orders, simulated_size=simulated_size,
                                      simulated_order=simulated_order, seed=seed, column=column, kind=kind)
     arch_data = prepare(series.returns, orders)
-    y = np.asarray(arch_data.y)
+    y, rows = np.asarray(arch_data.y), np.asarray(arch_data.series)
     models = arch_models(orders)
     os.makedirs(output, exist_ok=True)
     log(f"ARCH order selection on {series.name}: T = {len(series.returns):,} returns, N = {y.shape[0]:,} "
         f"terms, orders {list(orders)}, delta = {delta}")
     t0 = time.perf_counter()
     fitter = ModelSelection(models, pseudoprior=pseudoprior)
-    state = fitter.init(jax.random.PRNGKey(seed + 10_000), num_adapt, None, (y,), None)
+    state = fitter.init(jax.random.PRNGKey(seed + 10_000), num_adapt, None, (y,), {"series": rows})
     pseudopriors = fitter.pseudopriors(state)
     fit_seconds = time.perf_counter() - t0
     kinds = ", ".join(f"q={q}: {c.get('pseudoprior')}" for q, c in zip(orders, fitter.auto_choice.values()))
@@ -330,7 +333,8 @@ def run_job(*, data: str = DEFAULT_SERIES, orders: Sequence[int] = DEFAULT_ORDER
         t0 = time.perf_counter()
         runs[name] = run_sampler(name, models, y, pseudopriors=pseudopriors, num_warmup=num_adapt,
                                  num_samples=num_samples, num_chains=num_chains, seed=seed, delta=delta,
-                                 check_decisions=check_decisions, progress_bar=progress_bar, orders=orders)
+                                 check_decisions=check_decisions, progress_bar=progress_bar, orders=orders,
+                                 series=rows)
         log(f"  {name:6s} sampler: {time.perf_counter() - t0:.1f} s")
     diag = {m: diagnostics(r) for m, r in runs.items()}
     tv, tv_se = total_variation(runs["racing"], runs["exact"])

@@ -52,6 +52,61 @@ def test_log_likelihood_matches_the_numpyro_model(small_problem):
     np.testing.assert_allclose(np.asarray(ours), np.asarray(theirs), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("order", [1, 4])
+def test_series_windows_give_each_rows_likelihood(small_problem, order):
+    """With ``series=data.series`` the model reads a subset's rows from windows of the series: at every
+    index the same log-likelihood as the lag matrix's row (and as :func:`log_likelihood_points`, written
+    apart), for the largest order and a smaller one (a window read backwards or shifted by one row
+    would give another lag's weight or another time's return); at all N points it reads the lag matrix."""
+    from numpyro import handlers
+
+    _, _, data = small_problem
+    q_max = max(data.orders)
+    u = jnp.linspace(-1.0, 0.5, q_max + 2)
+    mask = data.masks[list(data.orders).index(order)]
+    ours = np.asarray(log_likelihood_points(u, mask, data.y))
+    x = jax.nn.softplus(u)
+    values = {"alpha0": x[0], "alpha": x[1:order + 1], "nu": x[-1]}
+    series = np.asarray(data.series, np.float64)  # NumPy float64, as a user passes it
+    for size in (None, 257):
+        tr = handlers.trace(handlers.seed(handlers.substitute(arch_numpyro_model, values), 5)).get_trace(
+            data.y, order, size, series=series)
+        idx = np.asarray(tr["data"]["value"])
+        got = np.asarray(tr["obs"]["fn"].log_prob(tr["obs"]["value"]))
+        assert got.shape == idx.shape == ((data.y.shape[0],) if size is None else (size,))
+        np.testing.assert_allclose(got, ours[idx], rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(np.asarray(tr["obs"]["value"]), np.asarray(data.y)[idx, 0])
+
+
+def test_series_of_the_wrong_shape_is_refused(small_problem):
+    _, _, data = small_problem
+    with pytest.raises(ValueError, match=r"series must be the \[N \+ max Q, 2\].*prepare\(returns, orders\).series"):
+        handlers_run(data.y, np.asarray(data.series)[1:])
+    with pytest.raises(ValueError, match="series must be"):
+        handlers_run(data.y, np.asarray(data.series)[:, :1])
+
+
+def test_a_series_of_other_returns_is_refused_by_the_kernels(small_problem):
+    """A ``series`` of the right shape but of other returns would give the races another likelihood than
+    the full-data passes: the kernels' start-up check of subsets against all the data refuses it, naming
+    the disagreement (not the shape check the model fails when the kernels try indexing its arguments)."""
+    from numpyro.infer import MCMC
+
+    from subsample_mcmc import ModelSelection
+
+    _, _, data = small_problem
+    y, other = np.asarray(data.y), np.asarray(data.series)[::-1].copy()
+    with pytest.raises(ValueError, match="per-datum log-likelihood of observed site 'obs'"):
+        MCMC(ModelSelection(arch_models(data.orders), pseudoprior="laplace"), num_warmup=2, num_samples=2,
+             progress_bar=False).run(jax.random.PRNGKey(0), y, series=other)
+
+
+def handlers_run(y, series):
+    from numpyro import handlers
+
+    return handlers.trace(handlers.seed(arch_numpyro_model, 0)).get_trace(y, 2, series=series)
+
+
 def test_model_selection_finds_the_true_order_with_decisions_within_delta(small_problem):
     """ModelSelection over the ARCH(q) NumPyro models (Student-t likelihood: heavy-tailed per-datum
     log-likelihoods, the case that breaks a race's Gaussian error bound) at N = 6000 from an ARCH(2):

@@ -978,8 +978,13 @@ class ModelSubsampler:
             problem = self._likelihood_problem(res["a"], errors.get("a"), ll_all, a)
             if problem is not None and self.index_arguments:
                 res2, errors2 = self._evaluate(values, subsets, model_args, model_kwargs, False, False)
-                if self._likelihood_problem(res2["a"], errors2.get("a"), ll_all, a) is None:
+                problem2 = self._likelihood_problem(res2["a"], errors2.get("a"), ll_all, a)
+                if problem2 is None:
                     self.index_arguments, res, errors, problem = False, res2, errors2, None
+                elif errors.get("a") is not None and errors2.get("a") is None:
+                    # it fails on indexed arguments but runs on the plate's indices: it indexes its data
+                    # itself, and that way its subsets disagree with the full data; say so
+                    problem = problem2
         if problem is not None:
             raise problem
 
