@@ -22,7 +22,7 @@ run converges to.  Sampling: every chain's own sampling sweeps replayed from its
 (the trajectory whose ESS(q) is reported); Wang-Landau's settle time: every chain's warmup replayed
 from its start (made again with the chain's key, as ``MCMC.warmup`` made it) up to its settle sweep,
 the replayed adjustment at that sweep checked against the run's own.  Both samplers run the models as the
-job does, with ``series=`` (subsets' rows read from the return series, ``models.arch.arch_numpyro_model``).
+job does, on the lag matrix alone (``series=`` is an option of ``models.arch.arch_numpyro_model``).
 
     python benchmarks/arch_order_selection.py --data djia --seeds 3      # the issue's default series
     python benchmarks/arch_order_selection.py --data sp500 --seeds 2 --warmup 300 --samples 600   # quick
@@ -131,7 +131,7 @@ def main() -> None:
     orders = tuple(int(q) for q in args.orders.split(","))
     series = load_returns(args.data)
     arch_data = prepare(series.returns, orders)
-    y, rows_of_series = np.asarray(arch_data.y), np.asarray(arch_data.series)
+    y = np.asarray(arch_data.y)
     models = arch_models(orders)
     t0 = time.perf_counter()
     fitter = ModelSelection(models)
@@ -145,10 +145,9 @@ def main() -> None:
             runs[name] = run_sampler(name, models, y, pseudopriors=pseudopriors, num_warmup=args.warmup,
                                      num_samples=args.samples, num_chains=args.chains, seed=seed, delta=args.delta,
                                      check_decisions=args.check_every, progress_bar=False,
-                                     orders=orders, series=rows_of_series)
+                                     orders=orders)
         d = {m: diagnostics(r) for m, r in runs.items()}
-        steady_all = steady_seconds_per_sweep(runs, y, seed, {m: d[m]["wang_landau_settle"] for m in runs},
-                                              series=rows_of_series)
+        steady_all = steady_seconds_per_sweep(runs, y, seed, {m: d[m]["wang_landau_settle"] for m in runs})
         for m, r in runs.items():  # the compiled step's own seconds, and the figures they give
             steady = steady_all[m]
             settle = d[m]["wang_landau_settle"]

@@ -316,14 +316,14 @@ def run_job(*, data: str = DEFAULT_SERIES, orders: Sequence[int] = DEFAULT_ORDER
     series, true_order = load_series(data, orders=orders, simulated_size=simulated_size,
                                      simulated_order=simulated_order, seed=seed, column=column, kind=kind)
     arch_data = prepare(series.returns, orders)
-    y, rows = np.asarray(arch_data.y), np.asarray(arch_data.series)
+    y = np.asarray(arch_data.y)
     models = arch_models(orders)
     os.makedirs(output, exist_ok=True)
     log(f"ARCH order selection on {series.name}: T = {len(series.returns):,} returns, N = {y.shape[0]:,} "
         f"terms, orders {list(orders)}, delta = {delta}")
     t0 = time.perf_counter()
     fitter = ModelSelection(models, pseudoprior=pseudoprior)
-    state = fitter.init(jax.random.PRNGKey(seed + 10_000), num_adapt, None, (y,), {"series": rows})
+    state = fitter.init(jax.random.PRNGKey(seed + 10_000), num_adapt, None, (y,), None)
     pseudopriors = fitter.pseudopriors(state)
     fit_seconds = time.perf_counter() - t0
     kinds = ", ".join(f"q={q}: {c.get('pseudoprior')}" for q, c in zip(orders, fitter.auto_choice.values()))
@@ -333,8 +333,7 @@ def run_job(*, data: str = DEFAULT_SERIES, orders: Sequence[int] = DEFAULT_ORDER
         t0 = time.perf_counter()
         runs[name] = run_sampler(name, models, y, pseudopriors=pseudopriors, num_warmup=num_adapt,
                                  num_samples=num_samples, num_chains=num_chains, seed=seed, delta=delta,
-                                 check_decisions=check_decisions, progress_bar=progress_bar, orders=orders,
-                                 series=rows)
+                                 check_decisions=check_decisions, progress_bar=progress_bar, orders=orders)
         log(f"  {name:6s} sampler: {time.perf_counter() - t0:.1f} s")
     diag = {m: diagnostics(r) for m, r in runs.items()}
     tv, tv_se = total_variation(runs["racing"], runs["exact"])
