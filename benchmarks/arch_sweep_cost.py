@@ -37,6 +37,14 @@ larger N amortises or a per-term cost that stays.  ``--pseudoprior laplace`` ski
 default ``auto`` pseudopriors (full-data runs, slow at ``K N``); pseudopriors change how the chain mixes,
 not what one sweep computes.
 
+``--max-race-fractions none,K,...`` adds one racing sampler per reading budget, ``ModelSelection(
+max_race_fraction=1/K)`` (``none``: no budget; shipped: 1/16), timed in the same rounds: a race still
+undecided at its budget hands over to the exact draw or test (a full pass).
+
+``--pseudoprior-cache PATH`` keeps the fitted pseudopriors in a pickle at ``PATH`` (fitted and written when
+absent, read when present: the fit, 5-9 minutes here, is the same for every run of one ``--data``,
+``--warmup``, ``--tile`` and ``--pseudoprior``; the key of the file name is the caller's to keep).
+
 Writes ``benchmarks/results/arch_sweep_cost.{json,md}`` (``--out`` names another stem).
 """
 
@@ -49,6 +57,7 @@ import gc
 import importlib.util
 import json
 import os
+import pickle
 import shlex
 import subprocess
 import sys
@@ -130,7 +139,7 @@ def race_loop(module):
 
 
 def compiled_sweeps(models, y, orders, pseudopriors, method: str, args, module=None, config=None,
-                    exact_fraction=None, state_variants=None):
+                    exact_fraction=None, state_variants=None, kernel_options=None):
     """``(loop, state, evaluations per sweep / N)``: ``ModelSelection(models, method=method)`` run
     ``args.warmup + args.samples`` sweeps in NumPyro's ``MCMC`` (checks off), then ``loop(state, y)``,
     ``args.sweeps`` sweeps from its last state, compiled ahead of time (the executable outlives the
@@ -139,11 +148,12 @@ def compiled_sweeps(models, y, orders, pseudopriors, method: str, args, module=N
     variates' share of points summed exactly in every race (None: ``arch_control_variates``'s default).
     ``state_variants``: ``{name: state -> state}``; each variant of the last state gets a loop of its own
     (compiled for its pytree), returned in ``state_variants`` as ``{name: (loop, state)}`` (replaced in
-    place)."""
+    place).  ``kernel_options``: further ``ModelSelection`` keyword arguments."""
     fraction = {} if exact_fraction is None else {"exact_fraction": exact_fraction}
     cv = arch_control_variates(y, orders, **fraction) if method != "exact" else None
     growth, first = config if config is not None else (None, None)
     options = {} if first is None else {"first_batch": first}
+    options.update(kernel_options or {})
     kernel = ModelSelection(models, method=method, pseudoprior=pseudopriors, control_variate=cv, check_decisions=0,
                             **options)
     chains = getattr(args, "chains", 1)
@@ -168,17 +178,20 @@ def compiled_sweeps(models, y, orders, pseudopriors, method: str, args, module=N
 
 def time_pair(models, y, orders, pseudopriors, args, old_race=None) -> dict:
     loops, out = {}, {}
-    samplers = [("racing", "normal", None, None, None), ("exact", "exact", None, None, None)]
+    samplers = [("racing", "normal", None, None, None, None), ("exact", "exact", None, None, None, None)]
     if old_race is not None:
-        samplers.append((f"racing@{args.race_from}", "normal", old_race, None, None))
+        samplers.append((f"racing@{args.race_from}", "normal", old_race, None, None, None))
     for growth, first in args.race_configs:
-        samplers.append((f"racing growth {growth}, first_batch {first}", "normal", None, (growth, first), None))
+        samplers.append((f"racing growth {growth}, first_batch {first}", "normal", None, (growth, first), None, None))
     for fraction in getattr(args, "exact_fractions", []):
-        samplers.append((f"racing exact_fraction {fraction:g}", "normal", None, None, fraction))
-    for name, method, module, config, fraction in samplers:
+        samplers.append((f"racing exact_fraction {fraction:g}", "normal", None, None, fraction, None))
+    for budget in getattr(args, "max_race_fractions", []):
+        samplers.append((f"racing max_race_fraction {'none' if budget is None else f'1/{round(1 / budget)}'}",
+                         "normal", None, None, None, {"max_race_fraction": budget}))
+    for name, method, module, config, fraction, options in samplers:
         t0 = time.perf_counter()
         loop, last_state, evals = compiled_sweeps(models, y, orders, pseudopriors, method, args, module, config,
-                                                  fraction)
+                                                  fraction, kernel_options=options)
         print(f"{name}: {args.warmup + args.samples} sweeps and compiling in {time.perf_counter() - t0:.0f} s",
               flush=True)
         out[name] = {"evaluations_per_sweep_over_n": evals}
@@ -195,7 +208,7 @@ def time_pair(models, y, orders, pseudopriors, args, old_race=None) -> dict:
         out[name]["ms_per_sweep_all"] = [round(t, 4) for t in times[name]]
     out["exact_over_racing_time_per_sweep"] = out["exact"]["ms_per_sweep"] / out["racing"]["ms_per_sweep"]
     for name in loops:  # paired per round against the shipped racing sampler
-        if name.startswith(("racing growth", "racing exact_fraction")):
+        if name.startswith(("racing growth", "racing exact_fraction", "racing max_race_fraction")):
             ratios = np.asarray(times[name]) / np.asarray(times["racing"])
             out[name]["over_racing_paired"] = {"mean": float(np.mean(ratios)),
                                                "stderr": float(np.std(ratios, ddof=1) / np.sqrt(len(ratios)))}
@@ -228,16 +241,22 @@ def sweep_arguments(ap: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return ap
 
 
-def data_and_pseudopriors(data: str, orders, warmup: int, tile: int = 1, kind: str = "auto"):
+def data_and_pseudopriors(data: str, orders, warmup: int, tile: int = 1, kind: str = "auto", cache=None):
     """The lag matrix of ``data`` (its rows repeated ``tile`` times) and the pseudopriors both samplers
     share (fitted once, ``ModelSelection``'s ``pseudoprior=kind``)."""
     if tile < 1:
         raise ValueError(f"--tile must be >= 1, got {tile}")
     y = np.tile(np.asarray(prepare(load_returns(data).returns, orders).y), (tile, 1))
+    if cache and os.path.exists(cache):
+        with open(cache, "rb") as f:
+            return y, pickle.load(f)
     t0 = time.perf_counter()
     fitter = ModelSelection(arch_models(orders), pseudoprior=kind)
     pseudopriors = fitter.pseudopriors(fitter.init(jax.random.PRNGKey(10_000), warmup, None, (y,), None))
     print(f"N = {y.shape[0]:,}: pseudopriors in {time.perf_counter() - t0:.0f} s", flush=True)
+    if cache:
+        with open(cache, "wb") as f:
+            pickle.dump(jax.device_get(pseudopriors), f)
     del fitter
     jax.clear_caches()
     gc.collect()
@@ -298,6 +317,23 @@ def exact_fractions(text: str) -> list[float]:
     return out
 
 
+def max_race_fractions(text: str) -> list:
+    """``"none,16,32"`` -> ``[None, 1/16, 1/32]`` (``K``: a budget of ``1/K`` of the raced points)."""
+    out = []
+    for item in filter(None, (t.strip() for t in text.split(","))):
+        if item == "none":
+            out.append(None)
+            continue
+        try:
+            k = int(item)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"--max-race-fractions: {item!r} is not 'none' or an integer K") from None
+        if k < 1:
+            raise argparse.ArgumentTypeError(f"--max-race-fractions: {item!r}: K must be >= 1 (a budget of 1/K)")
+        out.append(1.0 / k)
+    return out
+
+
 def main() -> None:
     ap = sweep_arguments(argparse.ArgumentParser(description=__doc__,
                                                  formatter_class=argparse.RawDescriptionHelpFormatter))
@@ -307,6 +343,11 @@ def main() -> None:
                     help="also time racing with chunks growing by G per phase and first_batch M (e.g. 4:50,16:200)")
     ap.add_argument("--exact-fractions", default="", type=exact_fractions, metavar="F,...",
                     help="also time racing with arch_control_variates(exact_fraction=F) (shipped: 0.2)")
+    ap.add_argument("--pseudoprior-cache", default=None, metavar="PATH",
+                    help="pickle of the fitted pseudopriors: read when present, else fitted and written")
+    ap.add_argument("--max-race-fractions", default="", type=max_race_fractions, metavar="none,K,...",
+                    help="also time racing with ModelSelection(max_race_fraction=1/K) ('none': no budget; "
+                         "shipped: 1/16)")
     ap.add_argument("--out", default="arch_sweep_cost",
                     help="results file stem in benchmarks/results (default arch_sweep_cost: .json and .md)")
     ap.add_argument("--variants", default="models.arch,column slice",
@@ -314,7 +355,8 @@ def main() -> None:
     args = ap.parse_args()
     enable_compilation_cache()
     orders = DEFAULT_ORDERS
-    y, pseudopriors = data_and_pseudopriors(args.data, orders, args.warmup, args.tile, args.pseudoprior)
+    y, pseudopriors = data_and_pseudopriors(args.data, orders, args.warmup, args.tile, args.pseudoprior,
+                                            args.pseudoprior_cache)
     variants = {
         "models.arch": arch_models(orders),
         "column slice": {f"arch{q}": functools.partial(column_slice_model, order=q) for q in orders},
@@ -356,6 +398,9 @@ def main() -> None:
     if args.exact_fractions:
         lines += variant_table(result, "racing exact_fraction", "Control variates' exact fractions (same rounds; "
                                "`arch_control_variates` ships 0.2):", with_exact=True)
+    if args.max_race_fractions:
+        lines += variant_table(result, "racing max_race_fraction", "Race budgets (same rounds; `ModelSelection` ships "
+                               "max_race_fraction=1/16):", with_exact=True)
     if args.race_configs:
         lines += variant_table(result, "racing growth", "Race configurations (same rounds; the shipped race reads "
                                "chunks growing 16x per phase, first_batch 50):")

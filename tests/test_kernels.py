@@ -497,3 +497,34 @@ def test_mh_race_differs_from_the_exact_test_at_most_at_rate_delta_on_heavy_tail
     # decisions from a first batch of 50 that ignores the tails are often wrong: the test can fail
     lo, _ = decide(5.0, tie_share=0.0, resolution=1.0, heavy_tail_guard=False)
     assert lo > delta, family
+
+
+def test_a_race_out_of_budget_hands_over_to_the_exact_test_with_the_same_u():
+    """``max_race_fraction``: a race undecided at its budget (here the stage boundary at 100 of N = 2,000
+    points) is replaced by the exact MH test on the same key, so those steps decide as the exact step does,
+    and their two full-data passes are counted; with no budget the same steps read further."""
+    keys = jax.random.split(jax.random.PRNGKey(8), 400)
+    x0 = init(jnp.array([float(np.mean(np.asarray(Y)))], jnp.float32))
+    capped = build_kernel("random_walk", max_race_fraction=0.05)
+    free = build_kernel("random_walk")
+    exact = build_kernel("random_walk", method="exact")
+
+    def one(step_fn):
+        def run(k):
+            st, info = step_fn(k, x0, log_prior, log_lik, N, 0.05)
+            return st.position[0], st.log_likelihood_sum, info.accepted, info.num_likelihood_evals
+        return jax.jit(jax.vmap(run))(keys)
+
+    xc, llc, acc_c, ev_c = (np.asarray(v) for v in one(capped))
+    xf, _, acc_f, ev_f = (np.asarray(v) for v in one(free))
+    xe, lle, acc_e, _ = (np.asarray(v) for v in one(exact))
+    handed = ev_c > 2 * N  # both arms at 100 points, then the two full passes
+    assert 10 <= handed.sum() < len(keys)
+    np.testing.assert_array_equal(ev_c[handed], 2 * 100 + 2 * N)
+    np.testing.assert_array_equal(acc_c[handed], acc_e[handed])
+    np.testing.assert_array_equal(xc[handed], xe[handed])
+    np.testing.assert_allclose(llc[handed], lle[handed], rtol=1e-5)  # the exact step's sum, now known
+    assert np.all(np.isnan(llc[~handed]))
+    assert np.all(ev_f[handed] > 2 * 100)  # without a budget those races read on
+    np.testing.assert_array_equal(acc_c[~handed], acc_f[~handed])  # decided in budget: the same race
+    assert np.mean(acc_f != acc_e) <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / len(keys))

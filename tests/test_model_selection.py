@@ -727,3 +727,44 @@ def test_candidates_whose_support_moves_draw_the_model_index_exactly():
     post = model_posterior(mcmc)
     z = (np.asarray(post.probabilities) - exact) / np.asarray(post.stderr)
     assert np.all(np.abs(z) < 3), (post, exact)
+
+
+def test_races_out_of_budget_draw_the_model_exactly():
+    """``max_race_fraction``: a race still undecided at its budget (here its first stage, 10 points) hands
+    over to the exact draw with the same Gumbel noise (and the MH race to the exact test with the same
+    ``u``), its full passes counted. From one post-warmup state and 120 keys, the budgeted kernel's sweeps
+    draw the models and parameters of a kernel whose races read all ``N`` at once (the exact answer, same
+    random numbers) except where a first stage decided, at rate at most about ``delta``; a race that gave
+    its stage-1 leader, or kept the current model, instead of handing over would disagree far more often
+    on this balanced problem."""
+    x, y = balanced_polynomial(5_000, seed=5)
+    n, delta, k = 5_000, 0.1, len(DEGREES)
+    budgeted = ModelSelection(pm.polynomial_models(DEGREES), delta=delta, first_batch=10, max_race_fraction=1e-6)
+    mcmc = MCMC(budgeted, num_warmup=60, num_samples=5, progress_bar=False)
+    mcmc.run(jax.random.PRNGKey(1), np.asarray(x), y=np.asarray(y))
+    state = mcmc.last_state._replace(exact_model_draw=jnp.asarray(False))  # race the model index
+    whole = ModelSelection(pm.polynomial_models(DEGREES), delta=delta, first_batch=n,
+                           pseudoprior=budgeted.pseudopriors(state))
+    whole.init(jax.random.PRNGKey(2), 60, None, (x,), {"y": y})
+    args, kwargs = (np.asarray(x),), {"y": np.asarray(y)}
+
+    def sweeps(kernel):
+        def one(key):
+            st = kernel.sample(state._replace(rng_key=key), args, kwargs)
+            return st.z["model"], jnp.concatenate([s.z["beta"] for s in st.inner_states]), st.num_likelihood_evals
+        return [np.asarray(v) for v in jax.jit(lambda ks: jax.lax.map(one, ks))(jax.random.split(
+            jax.random.PRNGKey(3), 120))]
+
+    k_b, beta_b, evals_b = sweeps(budgeted)
+    k_w, beta_w, _ = sweeps(whole)
+    handed = evals_b >= k * n  # the exact model draw's pass over every model
+    assert handed.sum() >= 30, evals_b
+    same = (k_b == k_w) & np.all(np.isclose(beta_b, beta_w, rtol=1e-5, atol=1e-6), axis=1)
+    assert np.mean(~same) <= 2 * delta, (np.mean(~same), k_b, k_w)
+    assert np.mean(k_w != np.asarray(state.z["model"])) > 0.2  # keeping the current model would disagree
+    with pytest.raises(ValueError, match="max_race_fraction must lie in"):
+        ModelSelection(pm.polynomial_models(DEGREES), max_race_fraction=1.5)
+    with pytest.raises(TypeError, match="max_race_fraction must be a share"):
+        ModelSelection(pm.polynomial_models(DEGREES), max_race_fraction="1/16")
+    with pytest.raises(ValueError, match="mh_options may not set 'max_race_fraction'"):
+        ModelSelection(pm.polynomial_models(DEGREES), mh_options={"max_race_fraction": 0.1})

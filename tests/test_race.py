@@ -227,3 +227,42 @@ def test_resolution_is_checked():
         best_arm(key, rewards, method="lil_ucb", reward_range=10.0, resolution=1e-3)
     with pytest.raises(TypeError, match="resolution must be a float"):
         best_arm(key, rewards, resolution=[1e-3, 2e-3])
+
+
+def test_a_budget_stops_an_undecided_race_and_leaves_decided_ones_alone():
+    """``max_points``: the race reads no stage past the last schedule boundary within the budget; one still
+    undecided there returns arm -1, truncated, and is not counted as nonfinite; one decided earlier is the
+    race without a budget, read for read.  A budget below the first stage still runs the first stage."""
+    n, races = 20_000, 64
+    keys = jax.random.split(jax.random.PRNGKey(5), races)
+    tie = _tied_pair(n, 0.5)  # most races read to N without a budget
+
+    def run(rewards, budget):
+        return jax.vmap(lambda k: best_arm(k, rewards, delta=0.05, max_points=budget))(keys)
+
+    free, capped = run(tie, None), run(tie, 1000)
+    schedule = doubling_schedule(n, 50)
+    stop = max(t for t in schedule if t <= 1000)  # 800
+    decided = np.asarray(free.num_points_read) <= stop
+    assert 0 < np.sum(~decided) and np.all(np.asarray(capped.num_points_read) <= stop)
+    np.testing.assert_array_equal(np.asarray(capped.arm)[decided], np.asarray(free.arm)[decided])
+    np.testing.assert_array_equal(np.asarray(capped.num_points_read)[decided], np.asarray(free.num_points_read)[decided])
+    assert np.all(np.asarray(capped.arm)[~decided] == -1) and np.all(np.asarray(capped.truncated) == ~decided)
+    assert not np.any(np.asarray(capped.nonfinite)) and not np.any(np.asarray(free.truncated))
+    np.testing.assert_array_equal(np.asarray(capped.num_points_read)[~decided], stop)
+    tiny = run(tie, 1)
+    assert np.all(np.asarray(tiny.num_points_read) == 50)
+    # a budget of N is no budget
+    whole = run(tie, n)
+    np.testing.assert_array_equal(np.asarray(whole.arm), np.asarray(free.arm))
+    assert not np.any(np.asarray(whole.truncated))
+
+
+def test_a_budget_is_checked():
+    rewards = _tied_pair(1000, 0.0)
+    key = jax.random.PRNGKey(0)
+    for bad in (0, -5, 2.5, True):
+        with pytest.raises(ValueError, match="max_points must be a positive integer"):
+            best_arm(key, rewards, max_points=bad)
+    with pytest.raises(ValueError, match="max_points applies to Alg. 1"):
+        best_arm(key, rewards, method="lil_ucb", reward_range=10.0, max_points=100)

@@ -153,6 +153,7 @@ def build_kernel(
     point_cost: float = 1.0,
     gradient_point_cost: float = 1.0,
     chunk_size: int = 4096,
+    max_race_fraction: Optional[float] = None,
     **race_options,
 ) -> Callable:
     r"""A racing (or, ``method="exact"``, exact) MH transition on flat positions.
@@ -171,6 +172,12 @@ def build_kernel(
             :func:`~subsample_mcmc.kernels.cost.evaluation_equivalents`).
         gradient_point_cost: cost of one datum's term of the mini-batch gradient.
         chunk_size: data points per chunk of the exact step's full-data pass.
+        max_race_fraction: a reading budget of the race, as a share of the points it races
+            (``N`` less the control variate's exactly-read points): a race still undecided at
+            the last stage boundary within it (``max_points`` of
+            :func:`~subsample_mcmc.racing.best_arm`) hands over to the exact test with the same
+            ``u`` (two full-data passes, counted), which is what the race would answer at
+            ``T = N``.  ``None`` (default): no budget.
         **race_options: passed to :func:`~subsample_mcmc.racing.best_arm` (``delta``,
             ``first_batch``, ``variance`` ...).
 
@@ -228,6 +235,9 @@ def build_kernel(
         if cv is not None:
             options["control_variate"] = cv
         by_features = isinstance(cv, ArmControlVariates)
+        if max_race_fraction is not None:
+            raced = n - (cv.exact_indices.shape[0] if by_features else 0)
+            options["max_points"] = max(1, int(max_race_fraction * raced))
         if proxy is None or by_features:  # a feature-space control variate replaces the proxy in the race
             residual, known = log_likelihood_fn, log_prior_fn
         else:
@@ -258,6 +268,20 @@ def build_kernel(
             points = 4.0 * (race.num_points_computed - n_exact) + exact_evals
         else:
             points = 2.0 * race.num_points_computed * point_cost
+        unknown = jnp.full_like(state.log_likelihood_sum, jnp.nan)
+        log_likelihood_sum = unknown
+        if max_race_fraction is not None:
+            # a race that used up its budget undecided: the exact test, same u (both full sums, counted)
+            def exact_test(_):
+                st, inf = _exact_accept(key_accept, MHState(position, unknown), new, log_fwd, log_bwd, log_prior_fn,
+                                        log_likelihood_fn, n, 0.0, chunk_size)
+                return inf.accepted, st.log_likelihood_sum, inf.num_likelihood_evals.astype(jnp.float32)
+
+            fallback = _run_at_most_once(race.truncated, exact_test,
+                                         (accept, unknown, jnp.zeros((), jnp.float32)))
+            accept = jnp.where(race.truncated, fallback[0], accept)
+            log_likelihood_sum = jnp.where(race.truncated, fallback[1], unknown)
+            points = points + jnp.where(race.truncated, fallback[2], 0.0)
         info = MHInfo(
             accepted=accept,
             num_likelihood_evals=jnp.round(points + grad_evals * gradient_point_cost).astype(jnp.int32),
@@ -265,8 +289,7 @@ def build_kernel(
             log_accept_ratio_prior=lp_new + log_bwd - lp_cur - log_fwd,
             nonfinite=race.nonfinite,
         )
-        unknown = jnp.full_like(state.log_likelihood_sum, jnp.nan)
-        return MHState(jnp.where(accept, new, position), unknown), info
+        return MHState(jnp.where(accept, new, position), log_likelihood_sum), info
 
     return step
 

@@ -67,7 +67,7 @@ from ..kernels.proxy import (TaylorProxy, curvature_mismatch, proxy_residual, pr
 from ..racing.race import _run_at_most_once
 from ..racing.discrete import check_tie_share
 from .control import DataSpaceControlVariate
-from .model import (InitOnceKernel, ModelSubsampler, PlateIndices, check_bool, check_delta, check_init_params,
+from .model import (InitOnceKernel, ModelSubsampler, PlateIndices, check_bool, check_delta, check_race_fraction, check_init_params,
                     check_method, check_model, jit_with_data, outside_traces, split_data)
 
 __all__ = ["RacingMH", "RacingMHState"]
@@ -309,6 +309,14 @@ class RacingMH(InitOnceKernel):
             :func:`~subsample_mcmc.kernels.mh.build_kernel`, ``method="exact"``), sample with the exact step
             (the state's ``exact_mode``, an extra field).  Default ``True``: a step then
             never costs more, on average, than exact MH.
+        max_race_fraction: a reading budget per race, as a share of the points raced: a race still
+            undecided at the last stage boundary within ``max_race_fraction`` of them hands over to
+            the exact MH test with the same ``u`` (two full-data passes, counted in
+            ``num_likelihood_evals``): what the race would answer having read everything, so
+            the error promise is unchanged (:func:`~subsample_mcmc.racing.best_arm`'s
+            ``max_points``).  Where a raced point costs many times a point of the contiguous
+            full pass, a race that would read on costs more than that pass.  ``None``
+            (default): no budget; :class:`~subsample_mcmc.ModelSelection` sets ``1/16``.
         dense_mass: a dense inverse mass matrix (proposal covariance ``eps^2 M^{-1}``):
             initialised from the inverse Hessian at the mode (the Laplace covariance) and
             re-estimated over warmup like the diagonal one.  Default ``None``: dense for
@@ -392,6 +400,7 @@ class RacingMH(InitOnceKernel):
         dense_mass: Optional[bool] = None,
         taylor_order: Optional[int] = None,
         tie_share: float = mh_kernel.TIE_SHARE,
+        max_race_fraction: Optional[float] = None,
     ):
         if dense_mass is not None and not isinstance(dense_mass, (bool, np.bool_)):
             raise TypeError(f"dense_mass must be None (automatic), True or False, got {dense_mass!r}")
@@ -443,6 +452,7 @@ class RacingMH(InitOnceKernel):
         self.newton_steps = int(newton_steps)
         self.num_restarts = int(num_restarts)
         self.exact_when_cheaper = check_bool(exact_when_cheaper, "exact_when_cheaper")
+        self.max_race_fraction = check_race_fraction(max_race_fraction)
         self.dense_mass = dense_mass
         self.taylor_order = None if taylor_order is None else int(taylor_order)
         self._order: Optional[int] = self.taylor_order  # the order used (None: not chosen yet)
@@ -1264,7 +1274,8 @@ class RacingMH(InitOnceKernel):
                     log_likelihood_fn=self._log_lik_fn(model_args, model_kwargs), population_size=ms.size,
                     step_size=state.step_size, proxy=state.proxy, center=state.center,
                     inverse_mass_matrix=preconditioner(state.inverse_mass_matrix, flat, state.mass_factor))
-        race_step = mh_kernel.build_kernel(point_cost=self._cost("point"), **kernel_options, **self.race_options)
+        race_step = mh_kernel.build_kernel(point_cost=self._cost("point"), max_race_fraction=self.max_race_fraction,
+                                           **kernel_options, **self.race_options)
         exact_step = mh_kernel.build_kernel(**dict(kernel_options, method="exact"))
 
         def race(_):

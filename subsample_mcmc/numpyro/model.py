@@ -218,6 +218,18 @@ def check_method(method, kernel: str, reward_range=None) -> str:
     return method
 
 
+def check_race_fraction(value, name: str = "max_race_fraction"):
+    """``value`` as a float in ``(0, 1]`` or None, else a ``TypeError``/``ValueError`` naming ``name``."""
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes, bool)) or np.ndim(value) != 0:
+        raise TypeError(f"{name} must be a share of the data in (0, 1] or None, got {value!r}; e.g. {name}=1/16")
+    if not (0.0 < float(value) <= 1.0):
+        raise ValueError(f"{name} must lie in (0, 1] (a share of the raced points) or be None (no budget), "
+                         f"got {value!r}; e.g. {name}=1/16")
+    return float(value)
+
+
 def check_bool(value, name: str) -> bool:
     """``value`` as a bool if it is one (Python or NumPy), else a ``TypeError`` naming ``name``: a string such as
     ``"no"`` would read as true."""

@@ -33,7 +33,7 @@ from ..kernels.proxy import proxy_residual
 from ..racing import ArmControlVariates, FeatureProxyTable, feature_proxy_table, sample_discrete, sample_discrete_exact
 from .control import LinearFeatureControlVariate
 from .mh import RacingMH
-from .model import (InitOnceKernel, check_delta, check_method, full_data_model, jit_with_data, outside_traces,
+from .model import (InitOnceKernel, check_delta, check_method, check_race_fraction, full_data_model, jit_with_data, outside_traces,
                     rephrased_warnings)
 
 __all__ = ["ModelSelection", "ModelSelectionState", "ModelPosterior", "model_posterior", "conditional_samples"]
@@ -218,6 +218,16 @@ class ModelSelection(InitOnceKernel):
             takes its current parameters' sum from there (they have not moved since) and reads those
             points for its proposal only.
         data_plate: the data plate's name when a model has several candidates.
+        max_race_fraction: a reading budget for every race (model race and MH races), as a share
+            of the points it races: a race still undecided at the last stage boundary within it
+            stops, and the draw is made exactly (the model index from every model's full-data
+            sum with the same Gumbel noise, the MH test with the same ``u``), which is what the
+            race would answer having read everything: the error promise is unchanged, the full
+            passes are counted in ``num_likelihood_evals`` (:func:`~subsample_mcmc.racing.best_arm`'s
+            ``max_points``).  A raced point costs several contiguous full-pass points (gathered
+            rows, the control variate, the race's statistics), and between balanced models most
+            races stop in the first stages while a few read to the last.  Default ``1/16``;
+            ``None``: no budget.
 
     Draws: ``mcmc.get_samples()`` has ``"model"`` (the index into ``kernel.names``) and
     each model's sites as ``"<name>.<site>"`` *at every draw*: while model ``j`` is not
@@ -256,7 +266,8 @@ class ModelSelection(InitOnceKernel):
                  first_batch: int = 50, variance: str = "pairwise", wang_landau: bool = True,
                  initial_adjustment: str = "laplace", pseudoprior: Union[str, dict] = "auto",
                  pilot_draws: int = 1000, check_decisions: Union[bool, int] = False, mh_options: Optional[dict] = None,
-                 control_variate: Optional[dict] = None, data_plate: Optional[str] = None):
+                 control_variate: Optional[dict] = None, data_plate: Optional[str] = None,
+                 max_race_fraction: Optional[float] = 1 / 16):
         self.names, self._models = _names(models)
         k = len(self._models)
         if prior is None:
@@ -279,6 +290,7 @@ class ModelSelection(InitOnceKernel):
         self.race_options = dict(method=method, delta=float(delta), first_batch=int(first_batch),
                                  variance=variance)
         self.wang_landau = bool(wang_landau)
+        self.max_race_fraction = check_race_fraction(max_race_fraction)
         if initial_adjustment not in ("laplace", "zero"):
             raise ValueError(f"initial_adjustment must be 'laplace' or 'zero', got {initial_adjustment!r}")
         self.initial_adjustment = initial_adjustment
@@ -309,7 +321,7 @@ class ModelSelection(InitOnceKernel):
         self.control_variates = control_variate
         self.auto_choice = {}  # pseudoprior="auto": {name: {"pseudoprior", "k_hat", "log_weight_sd"}} after init
         mh_options = dict(mh_options or {})
-        for key in ("method", "delta", "first_batch", "variance", "data_plate"):
+        for key in ("method", "delta", "first_batch", "variance", "data_plate", "max_race_fraction"):
             if key in mh_options:
                 raise ValueError(f"mh_options may not set {key!r}: pass it to ModelSelection itself")
         # second-order proxies unless asked: the model races compare proxies of several models, and
@@ -319,7 +331,8 @@ class ModelSelection(InitOnceKernel):
         self._mh_options = mh_options
         self._parameter_free = set()  # names of the candidates given the auxiliary site
         try:
-            self.kernels = [RacingMH(m, **self.race_options, data_plate=data_plate, **mh_options) for m in self._models]
+            self.kernels = [RacingMH(m, **self.race_options, data_plate=data_plate,
+                                     max_race_fraction=self.max_race_fraction, **mh_options) for m in self._models]
         except TypeError as e:
             raise TypeError(f"mh_options: {e}; mh_options takes RacingMH's keyword arguments (e.g. num_restarts, "
                             "proposal)") from e
@@ -782,6 +795,10 @@ class ModelSelection(InitOnceKernel):
         unknown = None if state.exact_sums is None else jnp.full_like(state.exact_sums, jnp.nan)
 
         def draw_model(rewards_fns, sums, options):
+            if self.max_race_fraction is not None:  # undecided at the budget: arm -1, the exact draw below
+                raced = self._size - (0 if state.exact_indices is None else state.exact_indices.shape[0])
+                options = dict(options, max_points=max(1, int(self.max_race_fraction * raced)))
+
             def rewards(idx):
                 return jnp.stack([fn(t, idx) for fn, t in zip(rewards_fns, thetas)])
 
@@ -837,8 +854,8 @@ class ModelSelection(InitOnceKernel):
             with jax.named_scope("model_race"):
                 raced, race_points_cost, stages, exact_sums = jax.lax.cond(state.exact_model_draw, skip_race, by_race,
                                                                            None)
-            # a race that met a non-finite log-likelihood stops without a draw (-1): the exact draw replaces
-            # it (-inf totals: models of probability 0), its full pass counted
+            # a race that met a non-finite log-likelihood (-inf totals: models of probability 0) or used up its
+            # budget (max_race_fraction) stops without a draw (-1): the exact draw replaces it, its full pass counted
             fallback = ~state.exact_model_draw & (raced < 0)
             with jax.named_scope("model_exact_draw"):
                 exact_value = jax.lax.cond(state.exact_model_draw | checked | fallback, lambda _: by_exact(None)[0],

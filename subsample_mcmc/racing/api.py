@@ -80,7 +80,7 @@ def _is_tracer(x) -> bool:
 
 def _core(key, rewards, arm_offset, bound_param, ranges, control_variate, resolution, *, reward_fn, config):
     _TRACES["count"] += 1
-    (bound, variance, n_arms, n_total, first_batch, lil) = config
+    (bound, variance, n_arms, n_total, first_batch, lil, max_points) = config
     if reward_fn is None:
 
         def block_fn(idx):
@@ -141,7 +141,7 @@ def _core(key, rewards, arm_offset, bound_param, ranges, control_variate, resolu
             key, block_fn, offsets, bound_param, ranges, num_arms=n_arms,
             population_size=n_race, first_batch=first_batch, bound=bound,
             variance="marginal" if isinstance(bound, ExactBound) else variance,
-            index_map=index_map, resolution=resolution,
+            index_map=index_map, resolution=resolution, max_points=max_points,
         )
     bad = result.nonfinite | ~exact_ok
     return result._replace(
@@ -298,6 +298,7 @@ def best_arm(
     heavy_tail_guard: bool = True,
     population_sizes=None,
     resolution=0.0,
+    max_points: Optional[int] = None,
 ) -> RaceResult:
     r"""Identify ``argmax_i mu_i`` from a fraction of the rewards, with error <= ``delta``.
 
@@ -396,12 +397,23 @@ def best_arm(
             no race reads much past the stage where the widths fall below ``epsilon``.
             Default 0: the exact best arm, a near-tie reads all ``N``.  Alg. 1's methods
             (not ``"lil_ucb"``, not ``population_sizes``); traced values are accepted.
+        max_points: a reading budget: the race stops at the last stage boundary of the
+            doubling schedule at or below ``max_points`` raced points (at least the first
+            stage); a race still undecided there returns ``arm == -1`` and ``truncated ==
+            True`` for the caller to decide exactly (full-data sums with the same noise: the
+            race's answer at ``T = N``).  A truncated race decides nothing, so the error
+            promise is unchanged (:func:`~.race.run_race`).  Worth it where a raced point
+            costs many times a point of a contiguous full-data pass (gathered rows, a control
+            variate, the race's statistics): past a share of ``N`` the race costs more than the
+            exact answer.  Alg. 1's methods only (not ``"lil_ucb"``, not ``population_sizes``);
+            ``None`` (default): no budget.
 
     Returns:
         :class:`RaceResult` with ``arm``, ``num_rewards_read`` (the paper's cost:
         rewards of the arms still racing), ``num_stages``, ``num_points_read``,
-        ``nonfinite``, ``num_points_computed`` and ``num_likelihood_evals``
-        (rewards computed, ``D num_points_computed``; ``D N`` for ``"exact"``).
+        ``nonfinite``, ``num_points_computed``, ``num_likelihood_evals``
+        (rewards computed, ``D num_points_computed``; ``D N`` for ``"exact"``) and
+        ``truncated`` (the ``max_points`` budget was reached undecided).
 
     Raises:
         ValueError: on bad arguments, and on non-finite rewards when they can be
@@ -447,6 +459,9 @@ def best_arm(
             raise ValueError("resolution > 0 applies to Alg. 1's races (methods 'normal', 'normal_union', 'ebs', "
                              "'exact') over one population; pass resolution=0 with 'lil_ucb' or population_sizes")
     if population_sizes is not None:
+        if max_points is not None:
+            raise ValueError("max_points applies to races over one population; pass max_points=None with "
+                             "population_sizes")
         return _best_arm_unequal(key, rewards, bound, delta, population_sizes, first_batch=first_batch,
                                  arm_offset=arm_offset, num_arms=num_arms, population_size=population_size,
                                  control_variate=control_variate, check_finite=check_finite,
@@ -558,7 +573,14 @@ def best_arm(
         param = bound.constant(delta / d_prime, n_race, m1)
     bound_param = jnp.asarray(param, jnp.float32)
 
-    config = (bound, variance, n_arms, n_total, m1, lil)
+    if max_points is not None:
+        if isinstance(max_points, bool) or int(max_points) != max_points or max_points < 1:
+            raise ValueError(f"max_points must be a positive integer (a budget of raced points) or None, "
+                             f"got {max_points!r}")
+        if isinstance(bound, LilUCBBound):
+            raise ValueError("max_points applies to Alg. 1's staged races, not to method='lil_ucb'")
+        max_points = int(max_points)
+    config = (bound, variance, n_arms, n_total, m1, lil, max_points)
     result = _core_jit(
         key, reward_array, offsets, bound_param, ranges, control_variate, jnp.asarray(resolution, jnp.float32),
         reward_fn=reward_fn, config=config,

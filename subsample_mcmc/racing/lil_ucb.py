@@ -234,4 +234,5 @@ def lil_ucb(
         nonfinite=final.nonfinite,
         num_points_computed=total,  # a reward function evaluates every arm at each pull
         num_likelihood_evals=total * n_arms,
+        truncated=jnp.zeros((), bool),
     )

@@ -81,6 +81,8 @@ class RaceResult(NamedTuple):
         num_likelihood_evals: rewards *computed*, all arms together (int32):
             ``num_arms * num_points_computed``, what a reward function evaluated
             (``D N`` for the exact method).
+        truncated: True when the race reached its ``max_points`` budget without a
+            decision (then ``arm == -1``): the caller decides exactly.
     """
 
     arm: jax.Array
@@ -90,6 +92,7 @@ class RaceResult(NamedTuple):
     nonfinite: jax.Array
     num_points_computed: jax.Array
     num_likelihood_evals: jax.Array
+    truncated: jax.Array
 
 
 def _run_at_most_once(pred, fn, operand):
@@ -264,6 +267,7 @@ def run_race(
     index_map: Optional[jax.Array] = None,
     max_block: int = 1 << 14,
     resolution=0.0,
+    max_points: Optional[int] = None,
 ) -> RaceResult:
     r"""Run Alg. 1 once.  Traceable; all keyword arguments are static.
 
@@ -299,6 +303,13 @@ def run_race(
             event that no confidence bound fails, an arm ``i`` dropped at width
             ``G < epsilon`` while ``x`` leads has ``mu_i - mu_x <= mu_hat_i - mu_hat_x + G
             <= epsilon``.  0 (default): the exact best arm, the race may read all ``N``.
+        max_points: a budget (static): the race reads no stage past the last boundary
+            ``T^(t) <= max_points`` of the doubling schedule (at least the first); a race
+            still undecided there stops with ``arm = -1`` and ``truncated = True``, and its
+            caller decides exactly (full-data sums, the same Gumbel noise or ``u``: the race's
+            answer at ``T = N``).  The error promise still holds: a truncated race makes no
+            decision, and the stages it ran are a prefix of the schedule ``B`` was set for, so
+            it can only err where the untruncated race could.  ``None`` (default): no budget.
     """
     if not isinstance(bound, ConfidenceBound):
         raise TypeError(f"bound must be a ConfidenceBound (e.g. NormalBound()), got {bound!r}")
@@ -311,6 +322,11 @@ def run_race(
     pairwise = variance == VARIANCES[0]
     arange = jnp.arange(n_arms)
     phases = _phases(n_pop, first_batch, max_block)
+    budget = n_pop  # the last stage boundary the race may reach
+    if max_points is not None:
+        budget = max([sizes[0]] + [t for t in sizes if t <= int(max_points)])
+        starts = [0] + [limit for _, limit in phases[:-1]]
+        phases = [(chunk, min(limit, budget)) for (chunk, limit), start in zip(phases, starts) if start < budget]
 
     guard = bound.applies_tail_guard
 
@@ -480,6 +496,7 @@ def run_race(
             state = lax.while_loop(
                 lambda st, limit=limit: ~st.done & (st.count < limit), step(chunk), state
             )
+    truncated = ~state.done & ~state.nonfinite & (state.count >= budget) & (budget < n_pop)
 
     return RaceResult(
         arm=state.arm,
@@ -489,4 +506,5 @@ def run_race(
         nonfinite=state.nonfinite,
         num_points_computed=state.computed,
         num_likelihood_evals=state.computed * n_arms,
+        truncated=truncated,
     )

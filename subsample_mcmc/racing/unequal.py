@@ -342,4 +342,5 @@ def run_race_unequal(
         nonfinite=state.nonfinite,
         num_points_computed=state.computed,
         num_likelihood_evals=state.computed,
+        truncated=jnp.zeros((), bool),
     )
