@@ -38,7 +38,7 @@ default ``auto`` pseudopriors (full-data runs, slow at ``K N``); pseudopriors ch
 not what one sweep computes.
 
 ``--max-race-fractions none,K,...`` adds one racing sampler per reading budget, ``ModelSelection(
-max_race_fraction=1/K)`` (``none``: no budget; shipped: 1/16), timed in the same rounds: a race still
+max_race_fraction=1/K)`` (``none``: no budget; shipped: 1/32), timed in the same rounds: a race still
 undecided at its budget hands over to the exact draw or test (a full pass).
 
 ``--pseudoprior-cache PATH`` keeps the fitted pseudopriors in a pickle at ``PATH`` (fitted and written when
@@ -347,7 +347,7 @@ def main() -> None:
                     help="pickle of the fitted pseudopriors: read when present, else fitted and written")
     ap.add_argument("--max-race-fractions", default="", type=max_race_fractions, metavar="none,K,...",
                     help="also time racing with ModelSelection(max_race_fraction=1/K) ('none': no budget; "
-                         "shipped: 1/16)")
+                         "shipped: 1/32)")
     ap.add_argument("--out", default="arch_sweep_cost",
                     help="results file stem in benchmarks/results (default arch_sweep_cost: .json and .md)")
     ap.add_argument("--variants", default="models.arch,column slice",
@@ -400,7 +400,7 @@ def main() -> None:
                                "`arch_control_variates` ships 0.2):", with_exact=True)
     if args.max_race_fractions:
         lines += variant_table(result, "racing max_race_fraction", "Race budgets (same rounds; `ModelSelection` ships "
-                               "max_race_fraction=1/16):", with_exact=True)
+                               "max_race_fraction=1/32):", with_exact=True)
     if args.race_configs:
         lines += variant_table(result, "racing growth", "Race configurations (same rounds; the shipped race reads "
                                "chunks growing 16x per phase, first_batch 50):")

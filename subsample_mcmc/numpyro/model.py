@@ -223,10 +223,10 @@ def check_race_fraction(value, name: str = "max_race_fraction"):
     if value is None:
         return None
     if isinstance(value, (str, bytes, bool)) or np.ndim(value) != 0:
-        raise TypeError(f"{name} must be a share of the data in (0, 1] or None, got {value!r}; e.g. {name}=1/16")
+        raise TypeError(f"{name} must be a share of the data in (0, 1] or None, got {value!r}; e.g. {name}=1/32")
     if not (0.0 < float(value) <= 1.0):
         raise ValueError(f"{name} must lie in (0, 1] (a share of the raced points) or be None (no budget), "
-                         f"got {value!r}; e.g. {name}=1/16")
+                         f"got {value!r}; e.g. {name}=1/32")
     return float(value)
 
 

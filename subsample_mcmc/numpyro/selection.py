@@ -226,8 +226,11 @@ class ModelSelection(InitOnceKernel):
             passes are counted in ``num_likelihood_evals`` (:func:`~subsample_mcmc.racing.best_arm`'s
             ``max_points``).  A raced point costs several contiguous full-pass points (gathered
             rows, the control variate, the race's statistics), and between balanced models most
-            races stop in the first stages while a few read to the last.  Default ``1/16``;
-            ``None``: no budget.
+            races stop in the first stages while a few read to the last.  On the DJIA's six ARCH
+            orders (37,900 returns) a compiled sweep took 0.84 of its time without a budget at 1/16
+            (paired over 15 rounds: no budget 1.198 +- 0.057 times 1/16's sweep), and 1/32 took 0.935
+            +- 0.058 of 1/16's, 1/64 1.068 +- 0.089 (``benchmarks/results/arch_race_budgets.md``).
+            Default ``1/32``; ``None``: no budget.
 
     Draws: ``mcmc.get_samples()`` has ``"model"`` (the index into ``kernel.names``) and
     each model's sites as ``"<name>.<site>"`` *at every draw*: while model ``j`` is not
@@ -267,7 +270,7 @@ class ModelSelection(InitOnceKernel):
                  initial_adjustment: str = "laplace", pseudoprior: Union[str, dict] = "auto",
                  pilot_draws: int = 1000, check_decisions: Union[bool, int] = False, mh_options: Optional[dict] = None,
                  control_variate: Optional[dict] = None, data_plate: Optional[str] = None,
-                 max_race_fraction: Optional[float] = 1 / 16):
+                 max_race_fraction: Optional[float] = 1 / 32):
         self.names, self._models = _names(models)
         k = len(self._models)
         if prior is None:
