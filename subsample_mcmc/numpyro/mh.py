@@ -67,8 +67,8 @@ from ..kernels.proxy import (TaylorProxy, curvature_mismatch, proxy_residual, pr
 from ..racing.race import _run_at_most_once
 from ..racing.discrete import check_tie_share
 from .control import DataSpaceControlVariate
-from .model import (InitOnceKernel, ModelSubsampler, PlateIndices, check_bool, check_delta, check_race_fraction, check_init_params,
-                    check_method, check_model, jit_with_data, outside_traces, split_data)
+from .model import (InitOnceKernel, ModelSubsampler, PlateIndices, check_bool, check_delta, check_init_params,
+                    check_method, check_model, check_race_fraction, jit_with_data, outside_traces, split_data)
 
 __all__ = ["RacingMH", "RacingMHState"]
 

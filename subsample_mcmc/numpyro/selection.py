@@ -33,8 +33,8 @@ from ..kernels.proxy import proxy_residual
 from ..racing import ArmControlVariates, FeatureProxyTable, feature_proxy_table, sample_discrete, sample_discrete_exact
 from .control import LinearFeatureControlVariate
 from .mh import RacingMH
-from .model import (InitOnceKernel, check_delta, check_method, check_race_fraction, full_data_model, jit_with_data, outside_traces,
-                    rephrased_warnings)
+from .model import (InitOnceKernel, check_delta, check_method, check_race_fraction, full_data_model, jit_with_data,
+                    outside_traces, rephrased_warnings)
 
 __all__ = ["ModelSelection", "ModelSelectionState", "ModelPosterior", "model_posterior", "conditional_samples"]
 
