@@ -764,7 +764,8 @@ def test_races_out_of_budget_draw_the_model_exactly():
     assert np.mean(k_w != np.asarray(state.z["model"])) > 0.2  # keeping the current model would disagree
     with pytest.raises(ValueError, match="max_race_fraction must lie in"):
         ModelSelection(pm.polynomial_models(DEGREES), max_race_fraction=1.5)
-    with pytest.raises(TypeError, match="max_race_fraction must be a share"):
+    with pytest.raises(TypeError, match="max_race_fraction must be 'auto', a share"):
         ModelSelection(pm.polynomial_models(DEGREES), max_race_fraction="1/16")
+    assert ModelSelection(pm.polynomial_models(DEGREES)).max_race_fraction is None  # "auto", no control variate
     with pytest.raises(ValueError, match="mh_options may not set 'max_race_fraction'"):
         ModelSelection(pm.polynomial_models(DEGREES), mh_options={"max_race_fraction": 0.1})

@@ -316,7 +316,7 @@ class RacingMH(InitOnceKernel):
             the error promise is unchanged (:func:`~subsample_mcmc.racing.best_arm`'s
             ``max_points``).  Where a raced point costs many times a point of the contiguous
             full pass, a race that would read on costs more than that pass.  ``None``
-            (default): no budget; :class:`~subsample_mcmc.ModelSelection` sets ``1/32``.
+            (default): no budget; :class:`~subsample_mcmc.ModelSelection` sets ``1/32`` with feature control variates.
         dense_mass: a dense inverse mass matrix (proposal covariance ``eps^2 M^{-1}``):
             initialised from the inverse Hessian at the mode (the Laplace covariance) and
             re-estimated over warmup like the diagonal one.  Default ``None``: dense for

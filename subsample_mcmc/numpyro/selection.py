@@ -55,6 +55,10 @@ _AUTO_CHECK_DRAWS, _AUTO_MAX_LOG_WEIGHT_SD = 200, 1.0
 #: cancel) is noisy enough that NUTS builds maximal trees: at N = 5,000 the whole ModelSelection run took 571 s
 #: with depth 10 and 142 s with depth 8 (benchmarks/model_selection_pilot.py; both pilots warn)
 _PILOT_TREE_DEPTH = 8
+#: max_race_fraction="auto" with feature control variates: a race undecided after 1/32 of its raced points hands over
+#: to the exact draw (benchmarks/results/arch_race_budgets.md)
+_FEATURE_RACE_BUDGET = 1 / 32
+
 #: control_variate: pseudoprior draws per model at which the proxies' residuals pick the points read exactly
 _PROXY_PROBES = 4
 #: the auxiliary site given to a candidate without continuous latent sites (a fixed null model): a
@@ -230,7 +234,11 @@ class ModelSelection(InitOnceKernel):
             orders (37,900 returns) a compiled sweep took 0.84 of its time without a budget at 1/16
             (paired over 15 rounds: no budget 1.198 +- 0.057 times 1/16's sweep), and 1/32 took 0.935
             +- 0.058 of 1/16's, 1/64 1.068 +- 0.089 (``benchmarks/results/arch_race_budgets.md``).
-            Default ``1/32``; ``None``: no budget.
+            Default ``"auto"``: ``1/32`` with ``control_variate`` (whose raced points cost several
+            exactly-read ones), none with the parameter-space proxies, whose races on a balanced
+            normal mean (N = 20,000) read a few hundred points on average but often past a budget
+            of 1/32 (then a third of the sweeps paid the full pass); a number or ``None``: that
+            budget, or none.
 
     Draws: ``mcmc.get_samples()`` has ``"model"`` (the index into ``kernel.names``) and
     each model's sites as ``"<name>.<site>"`` *at every draw*: while model ``j`` is not
@@ -270,7 +278,7 @@ class ModelSelection(InitOnceKernel):
                  initial_adjustment: str = "laplace", pseudoprior: Union[str, dict] = "auto",
                  pilot_draws: int = 1000, check_decisions: Union[bool, int] = False, mh_options: Optional[dict] = None,
                  control_variate: Optional[dict] = None, data_plate: Optional[str] = None,
-                 max_race_fraction: Optional[float] = 1 / 32):
+                 max_race_fraction: Union[str, float, None] = "auto"):
         self.names, self._models = _names(models)
         k = len(self._models)
         if prior is None:
@@ -293,6 +301,13 @@ class ModelSelection(InitOnceKernel):
         self.race_options = dict(method=method, delta=float(delta), first_batch=int(first_batch),
                                  variance=variance)
         self.wang_landau = bool(wang_landau)
+        if isinstance(max_race_fraction, str) and max_race_fraction != "auto":
+            raise TypeError(f"max_race_fraction must be 'auto', a share of the raced points in (0, 1] or None, got "
+                            f"{max_race_fraction!r}; e.g. max_race_fraction=1/32")
+        if isinstance(max_race_fraction, str):
+            # measured on the feature control variates' races only (arch_race_budgets.md); on the parameter-space
+            # proxies' races a budget of 1/32 sent a third of a normal-mean chain's model races to the full pass
+            max_race_fraction = _FEATURE_RACE_BUDGET if control_variate is not None else None
         self.max_race_fraction = check_race_fraction(max_race_fraction)
         if initial_adjustment not in ("laplace", "zero"):
             raise ValueError(f"initial_adjustment must be 'laplace' or 'zero', got {initial_adjustment!r}")
