@@ -237,8 +237,8 @@ class ModelSelection(InitOnceKernel):
             Default ``"auto"``: ``1/32`` with ``control_variate`` (whose raced points cost several
             exactly-read ones), none with the parameter-space proxies, whose races on a balanced
             normal mean (N = 20,000) read a few hundred points on average but often past a budget
-            of 1/32 (then a third of the sweeps paid the full pass); a number or ``None``: that
-            budget, or none.
+            of 1/32, each such race then paying the full pass; a number or ``None``: that budget,
+            or none.
 
     Draws: ``mcmc.get_samples()`` has ``"model"`` (the index into ``kernel.names``) and
     each model's sites as ``"<name>.<site>"`` *at every draw*: while model ``j`` is not
@@ -306,7 +306,7 @@ class ModelSelection(InitOnceKernel):
                             f"{max_race_fraction!r}; e.g. max_race_fraction=1/32")
         if isinstance(max_race_fraction, str):
             # measured on the feature control variates' races only (arch_race_budgets.md); on the parameter-space
-            # proxies' races a budget of 1/32 sent a third of a normal-mean chain's model races to the full pass
+            # proxies' races a budget of 1/32 sent many of a normal-mean chain's model races to the full pass
             max_race_fraction = _FEATURE_RACE_BUDGET if control_variate is not None else None
         self.max_race_fraction = check_race_fraction(max_race_fraction)
         if initial_adjustment not in ("laplace", "zero"):
