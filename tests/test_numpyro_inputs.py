@@ -681,6 +681,44 @@ def test_options_that_would_fail_late_are_refused_when_the_kernel_is_built():
         RacingMH(_nan_model, **{flag: np.bool_(False)})
 
 
+@pytest.mark.parametrize("build", [
+    lambda **kw: RacingMH(_nan_model, **kw), lambda **kw: RacingGibbs(_nan_model, **kw),
+    lambda **kw: ModelSelection([_nan_model, _nan_model], **kw),
+], ids=["RacingMH", "RacingGibbs", "ModelSelection"])
+def test_race_options_are_checked_when_each_kernel_is_built(build):
+    """What a fresh user found: ``ModelSelection(first_batch=2.5)`` ran (truncated to 2) and
+    ``variance="bogus"`` was taken by the constructor.  Every kernel refuses them there, naming the
+    argument; NumPy integers and integral floats are taken as the integer."""
+    for bad in (2.5, 1, 0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match=r"first_batch must be an integer >= 2.*e\.g\. first_batch=50"):
+            build(first_batch=bad)
+    for bad in ("50", True, np.ones(2)):
+        with pytest.raises(TypeError, match="first_batch must be an integer >= 2"):
+            build(first_batch=bad)
+    with pytest.raises(ValueError, match=r"variance must be one of \('pairwise', 'marginal'\), got 'bogus'"):
+        build(variance="bogus")
+    for ok in (np.int64(40), 40.0):
+        options = build(first_batch=ok).race_options
+        assert options["first_batch"] == 40 and type(options["first_batch"]) is int
+    assert build(variance="marginal").race_options["variance"] == "marginal"
+
+
+def lagged_inside(y):
+    """An autoregression that slices its series inside the model: a plate of N - 1 points."""
+    mu = numpyro.sample("mu", dist.Normal(0.0, PRIOR_SD))
+    rho = numpyro.sample("rho", dist.Normal(0.0, 0.5))
+    with numpyro.plate("data", y.shape[0] - 1):
+        numpyro.sample("y", dist.Normal(mu + rho * y[:-1], 1.0), obs=y[1:])
+
+
+def test_lags_sliced_inside_the_model_are_named_with_the_fix():
+    """A fresh user's AR model (``obs=y[1:]`` against ``y[:-1]``) was refused with a message about
+    global variables only: the message names in-model slicing and how to pass the lags instead."""
+    with pytest.raises(ValueError, match=r"(?s)sliced inside the model.*y_lag=y\[:-1\], y_next=y\[1:\]"):
+        MCMC(RacingMH(lagged_inside), num_warmup=1, num_samples=1, progress_bar=False).run(
+            jax.random.PRNGKey(0), Y64)
+
+
 def test_compiled_programs_take_the_data_as_arguments_not_constants():
     """``jit_with_data`` passes the array leaves of the model's arguments to the compiled
     program (a closure would embed them as constants: seconds of tracing and compilation

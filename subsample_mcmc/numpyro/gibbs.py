@@ -34,7 +34,7 @@ from ..racing.discrete import check_tie_share
 from .control import DataSpaceControlVariate
 from .mh import _SPREAD_MIN_NATS, _SPREAD_RATIO_MAX, RacingMH
 from .model import (InitOnceKernel, ModelSubsampler, check_delta, check_init_params, check_method, check_model,
-                    full_data_model, jit_with_data, outside_traces)
+                    check_race_options, full_data_model, jit_with_data, outside_traces)
 
 __all__ = ["RacingGibbs", "RacingGibbsState"]
 
@@ -124,7 +124,8 @@ class RacingGibbs(InitOnceKernel):
         tie_share = check_tie_share(tie_share)
         self._model = model
         self.inner_kernel = None if inner_kernel is None else inner_kernel.wrap_model(conditioned)
-        self.race_options = dict(method=method, delta=float(delta), first_batch=int(first_batch),
+        first_batch, variance = check_race_options(first_batch, variance)
+        self.race_options = dict(method=method, delta=float(delta), first_batch=first_batch,
                                  variance=variance, tie_share=float(tie_share))
         self.data_plate = data_plate
         self._ms: Optional[ModelSubsampler] = None

@@ -68,7 +68,8 @@ from ..racing.race import _run_at_most_once
 from ..racing.discrete import check_tie_share
 from .control import DataSpaceControlVariate
 from .model import (InitOnceKernel, ModelSubsampler, PlateIndices, check_bool, check_delta, check_init_params,
-                    check_method, check_model, check_race_fraction, jit_with_data, outside_traces, split_data)
+                    check_method, check_model, check_race_fraction, check_race_options, jit_with_data, outside_traces,
+                    split_data)
 
 __all__ = ["RacingMH", "RacingMHState"]
 
@@ -422,9 +423,7 @@ class RacingMH(InitOnceKernel):
                              f"control_variate={control_variate!r} has none: drop taylor_order or pass "
                              "control_variate='taylor'")
         tie_share = check_tie_share(tie_share)
-        if isinstance(first_batch, bool) or int(first_batch) != first_batch or int(first_batch) < 2:
-            raise ValueError(f"first_batch must be an integer >= 2 (a race's variance needs two rewards), "
-                             f"got {first_batch!r}")
+        first_batch, variance = check_race_options(first_batch, variance)
         if int(num_restarts) < 1:
             raise ValueError(f"num_restarts must be >= 1, got {num_restarts}")
         if step_size is not None and not step_size > 0:

@@ -88,7 +88,7 @@ from numpyro.infer.gibbs import GIBBS_SITES_KWARG
 from numpyro.infer.mcmc import MCMCKernel
 from numpyro.primitives import Messenger
 
-from ..racing import METHODS, METHODS_NEEDING_RANGE
+from ..racing import METHODS, METHODS_NEEDING_RANGE, VARIANCES
 
 try:  # where numpyro.infer.gibbs.conditioned puts the user's model
     from numpyro.infer.gibbs import _conditioned_model
@@ -216,6 +216,21 @@ def check_method(method, kernel: str, reward_range=None) -> str:
                          f"uses it): {fix}use method='normal' (the default) or 'normal_union', which estimate the "
                          "spread from the data read")
     return method
+
+
+def check_race_options(first_batch, variance) -> tuple:
+    """``(first_batch, variance)`` checked for a kernel's races: ``first_batch`` an integer >= 2 (a race's
+    variance needs two rewards per arm; NumPy integers and integral floats such as ``50.0`` are taken),
+    ``variance`` one of :data:`~subsample_mcmc.racing.VARIANCES`; else a ``TypeError``/``ValueError``
+    naming the argument, raised when the kernel is built rather than inside ``run``."""
+    if isinstance(first_batch, (str, bytes, bool)) or np.ndim(first_batch) != 0:
+        raise TypeError(f"first_batch must be an integer >= 2, got {first_batch!r}; e.g. first_batch=50")
+    if not (np.isfinite(float(first_batch)) and float(first_batch) == int(first_batch) and int(first_batch) >= 2):
+        raise ValueError(f"first_batch must be an integer >= 2 (a race's variance needs two rewards), got "
+                         f"{first_batch!r}; e.g. first_batch=50")
+    if not isinstance(variance, str) or variance not in VARIANCES:
+        raise ValueError(f"variance must be one of {VARIANCES}, got {variance!r}; e.g. variance='pairwise'")
+    return int(first_batch), variance
 
 
 def check_race_fraction(value, name: str = "max_race_fraction"):
@@ -876,9 +891,12 @@ class ModelSubsampler:
             "per-datum array must reach the model as a model argument (positional or keyword, "
             f"possibly inside a dict, list or tuple) whose leading dimension is N={self.size}, "
             "which the kernels index. Data read from a global variable (closed over), held in "
-            "an object that is not a JAX pytree, or laid out along another leading dimension "
-            "is not indexed: pass it as such an argument, or subsample it yourself with "
-            "numpyro.subsample(data, event_dim=...) inside numpyro.plate(..., subsample_size=...)."
+            "an object that is not a JAX pytree, laid out along another leading dimension, or "
+            "sliced inside the model (an autoregression's obs=y[1:] with y[:-1] under a plate of "
+            "N - 1 points) is not indexed: pass it as such an argument (for lags, build them "
+            "outside the model: model(y_lag=y[:-1], y_next=y[1:]) under a plate of their length), or "
+            "subsample it yourself with numpyro.subsample(data, event_dim=...) inside "
+            "numpyro.plate(..., subsample_size=...)."
         )
 
     def _subset_evaluation(self, values, idx, model_args, model_kwargs, index=None):

@@ -33,8 +33,8 @@ from ..kernels.proxy import proxy_residual
 from ..racing import ArmControlVariates, FeatureProxyTable, feature_proxy_table, sample_discrete, sample_discrete_exact
 from .control import LinearFeatureControlVariate
 from .mh import RacingMH
-from .model import (InitOnceKernel, check_delta, check_method, check_race_fraction, full_data_model, jit_with_data,
-                    outside_traces, rephrased_warnings)
+from .model import (InitOnceKernel, check_delta, check_method, check_race_fraction, check_race_options, full_data_model,
+                    jit_with_data, outside_traces, rephrased_warnings)
 
 __all__ = ["ModelSelection", "ModelSelectionState", "ModelPosterior", "model_posterior", "conditional_samples"]
 
@@ -298,8 +298,8 @@ class ModelSelection(InitOnceKernel):
         self.prior = prior / prior.sum()
         check_method(method, "ModelSelection")
         delta = check_delta(delta)
-        self.race_options = dict(method=method, delta=float(delta), first_batch=int(first_batch),
-                                 variance=variance)
+        first_batch, variance = check_race_options(first_batch, variance)
+        self.race_options = dict(method=method, delta=float(delta), first_batch=first_batch, variance=variance)
         self.wang_landau = bool(wang_landau)
         if isinstance(max_race_fraction, str) and max_race_fraction != "auto":
             raise TypeError(f"max_race_fraction must be 'auto', a share of the raced points in (0, 1] or None, got "
