@@ -418,6 +418,7 @@ def test_linear_feature_control_variate_closed_form_and_checked_against_the_mode
     exact = pm.model_probabilities(x, y, DEGREES)
     kernel = ModelSelection(pm.polynomial_models(DEGREES), control_variate=_polynomial_control_variates(x, y),
                             check_decisions=True)
+    assert kernel.max_race_fraction == 1 / 32  # max_race_fraction="auto" with feature control variates
     mcmc = MCMC(kernel, num_warmup=200, num_samples=2500, progress_bar=False)
     mcmc.run(jax.random.PRNGKey(3), x, y, extra_fields=("num_likelihood_evals", "model_draw_checked",
                                                          "model_draw_disagrees", "mh_race_stage"))
