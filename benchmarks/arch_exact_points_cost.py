@@ -6,7 +6,7 @@ Every racing sweep of ``ModelSelection`` on the ARCH job sums each of the K mode
 the control variate's exactly-read points (``exact_fraction = 0.2`` of N: 7,580 of the DJIA's 37,900 rows,
 ``selection.py``'s ``race_exact_points``), each model at its parameters of this sweep.  The rows are
 gathered from the data on every sweep.  Gathering them once per chain (keeping the ``[n_exact, 1 + max Q]``
-rows in the state) was the next lever named for the racing sweep's wall time; this script measures what it
+rows in the state) is a candidate lever for the racing sweep's wall time; this script measures what it
 could save before it is built.  Four forms of the same K sums are jitted and timed in turn, ``--calls``
 calls per round, ``--rounds`` rounds (median and per-round paired ratios):
 
