@@ -598,6 +598,50 @@ def test_model_posterior_warns_when_a_few_visits_decide():
         assert model_posterior(run).effective_draws > 3000
 
 
+def test_a_race_out_of_budget_sums_only_the_models_it_kept():
+    """A race undecided at its budget may have eliminated some models; the exact draw that replaces it
+    sums only the survivors (``RaceResult.alive``: the race run on to ``T = N`` returns the best of them), so
+    such a sweep costs fewer than ``K N`` evaluations. Four location-scale candidates (Student-t with 3, 4, 5
+    degrees of freedom, Normal) on Student-t data, balanced by Wang-Landau: from one post-warmup state and
+    160 keys, the budgeted kernel's handed-over draws agree with those of a kernel whose races read all ``N``
+    at once (same random numbers) except at rate about ``delta`` (handing over the race's leader, or the
+    models it eliminated, would disagree on about half of them), and ``check_decisions`` flags exactly the
+    sweeps whose draw differs from the exact draw over every model (the audit covers these draws too)."""
+    rng = np.random.default_rng(0)
+    n, delta = 5_000, 0.1
+    y = 0.5 + 1.2 * rng.standard_t(4, size=n)
+    models = {f"t{d}": _location_scale(lambda m, s, d=d: dist.StudentT(float(d), m, s)) for d in (3, 4, 5)}
+    models["normal"] = _location_scale(dist.Normal)
+    k = len(models)
+    budgeted = ModelSelection(models, delta=delta, first_batch=10, max_race_fraction=0.01, check_decisions=True)
+    mcmc = MCMC(budgeted, num_warmup=60, num_samples=5, progress_bar=False)
+    mcmc.run(jax.random.PRNGKey(1), y)
+    state = mcmc.last_state._replace(exact_model_draw=jnp.asarray(False))  # race the model index
+    k0 = int(state.z["model"])
+    whole = ModelSelection(models, delta=delta, first_batch=n, pseudoprior=budgeted.pseudopriors(state))
+    whole.init(jax.random.PRNGKey(2), 60, None, (y,), None)
+
+    def sweeps(kernel):
+        def one(key):
+            st = kernel.sample(state._replace(rng_key=key), (y,), {})
+            model_cost = st.num_likelihood_evals - st.inner_states[k0].num_likelihood_evals  # less the MH step's
+            theta = jnp.concatenate([jnp.stack([s.z["mu"], s.z["s"]]) for s in st.inner_states])
+            return st.z["model"], theta, model_cost, st.model_draw_checked, st.model_draw_disagrees
+        return [np.asarray(v) for v in jax.jit(lambda ks: jax.lax.map(one, ks))(jax.random.split(
+            jax.random.PRNGKey(3), 160))]
+
+    k_b, theta_b, cost_b, checked, disagrees = sweeps(budgeted)
+    k_w, theta_w, _, _, _ = sweeps(whole)
+    handed = cost_b >= n
+    fewer = handed & (cost_b < (k - 0.5) * n)  # a survivors-only pass: at most K - 1 models summed
+    assert fewer.sum() >= 8, np.bincount(cost_b // n)
+    same = np.all(np.isclose(theta_b, theta_w, rtol=1e-5, atol=1e-6), axis=1)
+    assert np.mean(~(same & (k_b == k_w))) <= 2 * delta, (k_b, k_w)
+    assert np.sum(handed & same & (k_b != k_w)) <= max(2, 2 * delta * handed.sum()), (k_b[handed], k_w[handed])
+    assert np.all(checked)
+    np.testing.assert_array_equal(disagrees[same], (k_b != k_w)[same])
+
+
 def test_check_decisions_error_rate_within_delta_and_pseudopriors_reused():
     """``check_decisions=True`` re-draws every raced model index exactly with the same Gumbel noise:
     the disagreement rate stays within ``delta`` (Prop. 1; a one-sided binomial bound) on a balanced

@@ -191,7 +191,8 @@ class ModelSelection(InitOnceKernel):
         check_decisions: re-draw raced model indices exactly with the same Gumbel noise (a
             full-data pass over every model, not counted in ``num_likelihood_evals``) and record
             in the extra fields ``model_draw_checked`` and ``model_draw_disagrees`` whether the
-            race chose another model: the race's decision error rate, which Prop. 1 bounds by
+            chain's draw (a race's, or after a race out of its budget the exact draw over the models
+            the race kept) differs from it: the decision error rate, which Prop. 1 bounds by
             ``delta``.  ``True`` checks every sweep's draw; an integer ``m >= 1`` checks every
             ``m``-th sweep's (sweeps ``i`` with ``i % m == 0``; 0 is False), so that a timed run pays the
             diagnostic's full pass on ``1/m`` of its sweeps only.
@@ -224,10 +225,10 @@ class ModelSelection(InitOnceKernel):
         data_plate: the data plate's name when a model has several candidates.
         max_race_fraction: a reading budget for every race (model race and MH races), as a share
             of the points it races: a race still undecided at the last stage boundary within it
-            stops, and the draw is made exactly (the model index from every model's full-data
-            sum with the same Gumbel noise, the MH test with the same ``u``), which is what the
-            race would answer having read everything: the error promise is unchanged, the full
-            passes are counted in ``num_likelihood_evals`` (:func:`~subsample_mcmc.racing.best_arm`'s
+            stops, and the draw is made exactly (the model index from the full-data sums of the
+            models the race has not eliminated, with the same Gumbel noise; the MH test with the same
+            ``u``), which is what the race would answer having read everything: the error promise is
+            unchanged, the full passes are counted in ``num_likelihood_evals`` (:func:`~subsample_mcmc.racing.best_arm`'s
             ``max_points``).  A raced point costs several contiguous full-pass points (gathered
             rows, the control variate, the race's statistics), and between balanced models most
             races stop in the first stages while a few read to the last.  On the DJIA's six ARCH
@@ -822,13 +823,26 @@ class ModelSelection(InitOnceKernel):
 
             d = sample_discrete(key_race, model_log_f0(log_pi, log_adjust, lp, lg, sums), rewards,
                                 population_size=self._size, **options)
-            return d.value.astype(jnp.int32), d.race.num_points_computed, d.race.num_stages.astype(jnp.int32)
+            return (d.value.astype(jnp.int32), d.race.num_points_computed, d.race.num_stages.astype(jnp.int32),
+                    self._exact_candidates(d.race))
+
+        # the models' full log-likelihood sums; with `computed` (bool[K]) only those models' (-inf for the others)
+        def full_totals(computed=None):
+            zero = lambda t: jnp.zeros((), t.dtype)  # noqa: E731
+            totals = []
+            for j, (ll, t) in enumerate(zip(lls, thetas)):
+                def full(_, ll=ll, t=t):
+                    return log_density_sum(zero, ll, t[None], self._size)[0]
+                if computed is None:
+                    totals.append(full(None))
+                else:
+                    minus_inf = jnp.full((), -jnp.inf, jax.eval_shape(full, None).dtype)
+                    totals.append(jax.lax.cond(computed[j], full, lambda _, v=minus_inf: v, None))
+            return jnp.stack(totals)
 
         # the exact draw (same key: the same Gumbel noise) from every model's full log-likelihood sum
         def by_exact(_):
-            zero = lambda t: jnp.zeros((), t.dtype)  # noqa: E731
-            totals = jnp.stack([log_density_sum(zero, ll, t[None], self._size)[0] for ll, t in zip(lls, thetas)])
-            value = sample_discrete_exact(key_race, model_log_f0(log_pi, log_adjust, lp, lg, None), totals)
+            value = sample_discrete_exact(key_race, model_log_f0(log_pi, log_adjust, lp, lg, None), full_totals())
             return value, jnp.asarray(num * self._size, jnp.float32), jnp.zeros((), jnp.int32)
 
         if not exact and self.control_variates is not None:
@@ -845,20 +859,21 @@ class ModelSelection(InitOnceKernel):
                         sums = jnp.sum(jnp.stack([fn(t, state.exact_indices) for fn, t in zip(lls, thetas)]), axis=1)
                 arm_cv = ArmControlVariates(state.feature_proxies, matrices, state.raced_indices, state.exact_indices,
                                             state.feature_table, exact_sums=sums)
-                value, points, stages = draw_model(lls, None, dict(self.race_options, control_variate=arm_cv))
+                value, points, stages, candidates = draw_model(lls, None, dict(self.race_options,
+                                                                                control_variate=arm_cv))
                 # every model's log-likelihood at every point computed, plus its proxy (one more evaluation,
                 # counted though it is a polynomial) at the raced ones
                 n_exact = state.exact_indices.shape[0]
                 return (value, ((2 * points - n_exact) * num).astype(jnp.float32), stages,
-                        None if sums is None else sums.astype(unknown.dtype))
+                        None if sums is None else sums.astype(unknown.dtype), candidates)
         elif use_proxy:
             point_cost = sum(kern._cost("point") + 1.0 for kern in kernels)
 
             def by_race(_):
-                value, points, stages = draw_model(
+                value, points, stages, candidates = draw_model(
                     [proxy_residual(ll, p, with_constant=True) for ll, p in zip(lls, proxies)],
                     proxy_sums(proxies, thetas), self.race_options)
-                return value, points.astype(jnp.float32) * point_cost, stages, unknown
+                return value, points.astype(jnp.float32) * point_cost, stages, unknown, candidates
 
         if not exact and (use_proxy or self.control_variates is not None):
             # never more than exact: from warmup's decision on the chain draws k exactly when the race cost more.
@@ -867,21 +882,35 @@ class ModelSelection(InitOnceKernel):
             checked = (jnp.asarray(self.check_decisions > 0) & ~state.exact_model_draw
                        & (state.i % max(self.check_decisions, 1) == 0))
             def skip_race(_):
-                return jnp.full((), -1, jnp.int32), jnp.zeros((), jnp.float32), jnp.zeros((), jnp.int32), unknown
+                return (jnp.full((), -1, jnp.int32), jnp.zeros((), jnp.float32), jnp.zeros((), jnp.int32), unknown,
+                        jnp.ones((num,), bool))
 
             with jax.named_scope("model_race"):
-                raced, race_points_cost, stages, exact_sums = jax.lax.cond(state.exact_model_draw, skip_race, by_race,
-                                                                           None)
+                raced, race_points_cost, stages, exact_sums, survivors = jax.lax.cond(
+                    state.exact_model_draw, skip_race, by_race, None)
             # a race that met a non-finite log-likelihood (-inf totals: models of probability 0) or used up its
-            # budget (max_race_fraction) stops without a draw (-1): the exact draw replaces it, its full pass counted
+            # budget (max_race_fraction) stops without a draw (-1) and an exact draw replaces it: after a budget,
+            # over the models still in the race (its answer at T = N; survivors), their full passes counted. A
+            # checked sweep also draws over every model (not counted) and compares the chain's draw with it.
             fallback = ~state.exact_model_draw & (raced < 0)
+            computed = survivors | state.exact_model_draw | checked
+
+            def exact_draws(_):
+                totals = full_totals(computed)
+                log_f0 = model_log_f0(log_pi, log_adjust, lp, lg, None)
+                return (sample_discrete_exact(key_race, log_f0, totals),
+                        sample_discrete_exact(key_race, log_f0, jnp.where(survivors, totals, -jnp.inf)))
+
             with jax.named_scope("model_exact_draw"):
-                exact_value = jax.lax.cond(state.exact_model_draw | checked | fallback, lambda _: by_exact(None)[0],
-                                           lambda _: jnp.full((), -1, jnp.int32), None)
-            value = jnp.where(state.exact_model_draw | fallback, exact_value, raced)
+                exact_value, survivors_value = jax.lax.cond(
+                    state.exact_model_draw | checked | fallback, exact_draws,
+                    lambda _: (jnp.full((), -1, jnp.int32),) * 2, None)
+            chain_value = jnp.where(fallback, survivors_value, raced)
+            value = jnp.where(state.exact_model_draw, exact_value, chain_value)
             cost = jnp.where(state.exact_model_draw, jnp.asarray(num * self._size, jnp.float32), race_points_cost)
-            cost = cost + jnp.where(fallback, jnp.asarray(num * self._size, jnp.float32), 0.0)
-            disagrees = checked & ~fallback & (jnp.where(exact_value >= 0, exact_value, k) != jnp.where(raced >= 0, raced, k))
+            cost = cost + jnp.where(fallback, (jnp.sum(survivors) * self._size).astype(jnp.float32), 0.0)
+            disagrees = checked & (jnp.where(exact_value >= 0, exact_value, k)
+                                   != jnp.where(chain_value >= 0, chain_value, k))
         else:
             with jax.named_scope("model_exact_draw"):
                 value, cost, stages = by_exact(None)
@@ -899,6 +928,15 @@ class ModelSelection(InitOnceKernel):
             model_draw_disagrees=disagrees, feature_proxies=state.feature_proxies,
             raced_indices=state.raced_indices, exact_indices=state.exact_indices, feature_table=state.feature_table,
             exact_sums=exact_sums)
+
+    @staticmethod
+    def _exact_candidates(race):
+        """The models an exact draw must sum after ``race`` (:class:`~subsample_mcmc.racing.RaceResult`): a race
+        truncated at its budget (``max_race_fraction``) leaves its survivors ``race.alive`` (an arm it eliminated
+        was dropped on a bound that holds with probability ``1 - delta``, so the race run on to ``T = N`` would
+        return the best survivor at the full sums, and so does the exact draw over them: the same error promise);
+        any other race (decided, or stopped by a non-finite log-likelihood), every model."""
+        return jnp.where(race.truncated, race.alive, True)
 
     def _choose_model_draw(self, state, cost, num):
         """Race or exact model draw, decided during warmup (as :class:`RacingMH` decides its MH

@@ -235,4 +235,5 @@ def lil_ucb(
         num_points_computed=total,  # a reward function evaluates every arm at each pull
         num_likelihood_evals=total * n_arms,
         truncated=jnp.zeros((), bool),
+        alive=jnp.ones((n_arms,), bool),
     )

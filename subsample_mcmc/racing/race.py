@@ -83,6 +83,11 @@ class RaceResult(NamedTuple):
             (``D N`` for the exact method).
         truncated: True when the race reached its ``max_points`` budget without a
             decision (then ``arm == -1``): the caller decides exactly.
+        alive: ``bool[num_arms]``, the arms still in the race when it stopped (a decided race:
+            ``arm`` alone).  A truncated race's exact decision needs only these: the race, run on
+            to ``T = N``, would return the best of them at the full sums, and an eliminated arm
+            was dropped on a bound that holds with the race's probability ``1 - delta`` (lil'UCB,
+            which eliminates nothing: every arm).
     """
 
     arm: jax.Array
@@ -93,6 +98,7 @@ class RaceResult(NamedTuple):
     num_points_computed: jax.Array
     num_likelihood_evals: jax.Array
     truncated: jax.Array
+    alive: jax.Array
 
 
 def _run_at_most_once(pred, fn, operand):
@@ -507,4 +513,5 @@ def run_race(
         num_points_computed=state.computed,
         num_likelihood_evals=state.computed * n_arms,
         truncated=truncated,
+        alive=state.alive,
     )

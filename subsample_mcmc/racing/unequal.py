@@ -343,4 +343,5 @@ def run_race_unequal(
         num_points_computed=state.computed,
         num_likelihood_evals=state.computed,
         truncated=jnp.zeros((), bool),
+        alive=state.alive,
     )
