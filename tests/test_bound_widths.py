@@ -227,6 +227,6 @@ def test_a_bound_object_is_accepted_as_method():
     key = jax.random.PRNGKey(3)
     by_name = best_arm(key, rewards, method="normal_union", heavy_tail_guard=False)
     by_object = best_arm(key, rewards, method=NormalUnionBound(heavy_tail_guard=False))
-    assert jax.tree.all(jax.tree.map(lambda a, b: bool(a == b), by_name, by_object))
+    assert jax.tree.all(jax.tree.map(lambda a, b: bool(jnp.all(a == b)), by_name, by_object))
     with pytest.raises(ValueError, match="heavy_tail_guard"):
         best_arm(key, rewards, method=NormalBound(), heavy_tail_guard=False)
