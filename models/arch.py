@@ -450,6 +450,10 @@ def arch_numpyro_model(y, order: int, subsample_size: Optional[int] = None, seri
     Gamma(1, 1)) and ``obs`` in the data plate ``"data"`` -- so it runs with NUTS, with
     HMCECS, or with this package's :class:`~subsample_mcmc.numpyro.RacingMH`.
 
+    Without ``series`` the plate is a plain one (``numpyro.subsample(y, event_dim=1)``): HMCECS's subsample
+    reads its rows of ``y``, the racing kernels pass the rows of their points (and ``ModelSelection`` gathers
+    its control variate's exactly-read rows once per chain), and a full-data pass reads ``y`` as it is.
+
     ``series`` (optional, :attr:`ArchData.series` of the same returns, ``[N + max Q, 2]``): the likelihood at
     a subset of the data (the racing kernels' points, HMCECS's subsample) then reads each term's row of ``y``
     from the ``1 + max Q`` contiguous rows of ``series`` that hold it, out of an array of ``2 (N + max Q)``
@@ -457,7 +461,8 @@ def arch_numpyro_model(y, order: int, subsample_size: Optional[int] = None, seri
     the likelihood at every point (``N`` indices) reads ``y`` in order as without it.  The values are the
     same either way (up to float rounding); a ``series`` of other returns than ``y``'s would give another
     likelihood at subsets, which the racing kernels' start-up check of subsets against the full data
-    reports.
+    reports.  With ``series`` the model indexes ``y`` with the plate's indices itself, so the kernels cannot
+    gather the exactly-read rows once per chain.
     """
     import numpyro
     import numpyro.distributions as dist
@@ -473,7 +478,10 @@ def arch_numpyro_model(y, order: int, subsample_size: Optional[int] = None, seri
     alpha0, alpha, nu = arch_parameters(order)
     with numpyro.plate("data", y.shape[0], subsample_size=subsample_size) as idx:
         if series is None or idx.shape[0] == y.shape[0]:
-            rows = y[idx]
+            # without series, a plain plate: the rows of the subsample (HMCECS), all of y otherwise; the racing
+            # kernels pass the rows of their points themselves (and gather a control variate's exactly-read
+            # rows once per chain), and a full-data pass reads y as it is, not through a gather
+            rows = numpyro.subsample(y, event_dim=1) if series is None else y[idx]
             # one matrix-vector product over every column (r_t and the lags past this order weighted 0): a product
             # with rows[:, 1:order + 1] copies those columns first, once per order; on the DJIA an exact
             # product-space sweep takes 1.49 ms this way against 2.58 ms (benchmarks/arch_sweep_cost.py)
@@ -491,9 +499,10 @@ def arch_numpyro_model(y, order: int, subsample_size: Optional[int] = None, seri
 def arch_models(orders: Sequence[int] = DEFAULT_ORDERS) -> dict:
     """``{"arch<q>": model}``: :func:`arch_numpyro_model` of each candidate order, the candidates of
     :class:`~subsample_mcmc.ModelSelection` (they share the rows of :func:`lag_matrix` as data). Run them
-    with ``mcmc.run(key, data.y, series=data.series)`` (``data = prepare(returns, orders)``): the races
-    then read their points' rows from the series (:func:`arch_numpyro_model`); ``mcmc.run(key, data.y)``
-    is the same model, its raced points read from the lag matrix."""
+    with ``mcmc.run(key, data.y)`` (``data = prepare(returns, orders)``), as the job does: the kernels pass
+    the rows of their points, and ``ModelSelection`` gathers the control variate's exactly-read rows once per
+    chain; ``mcmc.run(key, data.y, series=data.series)`` is the same model, its subsets' rows read from
+    windows of the series by the model itself (:func:`arch_numpyro_model`)."""
     import functools
 
     return {f"arch{q}": functools.partial(arch_numpyro_model, order=int(q)) for q in validate_orders(orders)}

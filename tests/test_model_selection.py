@@ -495,6 +495,50 @@ def test_the_exactly_read_sums_are_kept_for_the_next_mh_race_and_change_no_draw(
     np.testing.assert_array_equal(saved[~raced_mh], 0)
 
 
+def test_the_exactly_read_rows_are_gathered_once_and_change_no_draw():
+    """A plain model's per-datum arguments (NumPy ``x`` positional, ``y`` keyword) are gathered at the control
+    variate's exactly-read points once per chain: the state holds exactly those rows, in the order the model
+    reads its arguments, and sweeps from the same state with them and without them (``exact_rows=None``: every
+    race gathers the rows again) draw the same models and parameters and count the same evaluations. A model
+    that indexes its data itself (``x[idx]`` with the plate's indices) keeps none: only it can gather its rows."""
+    x, y = balanced_polynomial(5_000, seed=4)
+    kernel = ModelSelection(pm.polynomial_models(DEGREES), control_variate=_polynomial_control_variates(x, y))
+    mcmc = MCMC(kernel, num_warmup=100, num_samples=50, progress_bar=False)
+    mcmc.run(jax.random.PRNGKey(7), x, y=y)
+    state = mcmc.last_state
+    exact = np.asarray(state.exact_indices)
+    assert len(state.exact_rows) == 2
+    np.testing.assert_array_equal(np.asarray(state.exact_rows[0]), x[exact].astype(np.float32))
+    np.testing.assert_array_equal(np.asarray(state.exact_rows[1]), y[exact].astype(np.float32))
+
+    @jax.jit
+    def sweeps(st):
+        def body(st, _):
+            st = kernel.sample(st, (x,), {"y": y})
+            return st, (st.z["model"], jnp.concatenate([s.z["beta"] for s in st.inner_states]),
+                        st.num_likelihood_evals)
+        return jax.lax.scan(body, st, None, length=60)[1]
+
+    k1, b1, e1 = sweeps(state)
+    k0, b0, e0 = sweeps(state._replace(exact_rows=None))
+    assert len(np.unique(np.asarray(k1))) > 1
+    np.testing.assert_array_equal(np.asarray(k1), np.asarray(k0))
+    np.testing.assert_allclose(np.asarray(b1), np.asarray(b0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(np.asarray(e1), np.asarray(e0))
+
+    def self_indexed(degree):
+        def model(x, y=None):
+            beta = numpyro.sample("beta", dist.Normal(0.0, 1.0).expand([degree + 1]).to_event(1))
+            with numpyro.plate("data", x.shape[0]) as idx:
+                numpyro.sample("y", dist.Normal(pm.features(x[idx], degree) @ beta, 1.0), obs=y[idx])
+        model.__name__ = f"degree{degree}"
+        return model
+
+    other = ModelSelection([self_indexed(d) for d in DEGREES], control_variate=_polynomial_control_variates(x, y))
+    st = other.init(jax.random.PRNGKey(0), 10, None, (x,), {"y": y})
+    assert st.exact_rows is None and st.exact_indices.shape[0] > 0
+
+
 # ------------------------------------------------------------------ the maths
 def test_pseudoprior_density_and_draws():
     key = jax.random.PRNGKey(0)

@@ -183,8 +183,8 @@ def build_kernel(
 
     Returns:
         ``step(rng_key, state, log_prior_fn, log_likelihood_fn, population_size,
-        step_size, inverse_mass_matrix=None, proxy=None, control_variate_fn=None, center=None)
-        -> (MHState, MHInfo)`` where ``log_prior_fn: x -> log p(x)``,
+        step_size, inverse_mass_matrix=None, proxy=None, control_variate_fn=None, center=None,
+        exact_log_likelihood_fn=None) -> (MHState, MHInfo)`` where ``log_prior_fn: x -> log p(x)``,
         ``log_likelihood_fn: (x, indices) -> [len(indices)]``, ``proxy`` an optional
         :class:`~subsample_mcmc.kernels.proxy.TaylorProxy` (the race then reads the
         residuals ``l_n - h_n`` and the proxy's exact sum enters the MH ratio) and
@@ -195,7 +195,9 @@ def build_kernel(
         centre; each raced point costs both arms' log-likelihood and proxy, each exact point
         their log-likelihoods; an arm whose ``exact_sums`` entry is known, not NaN, is not read
         at the exact points: :func:`~subsample_mcmc.racing.fill_exact_sums` computes the unknown
-        ones only, and only those are counted) and ``center`` the mean
+        ones only, and only those are counted; ``exact_log_likelihood_fn``, ``x -> [|E|]``, computes
+        them from the caller's rows of those points gathered once, default
+        ``log_likelihood_fn(x, exact_indices)``) and ``center`` the mean
         of the Gaussian a centred proposal (:func:`~subsample_mcmc.kernels.proposals.crank_nicolson`)
         moves around (default: the proxy's reference point).
 
@@ -215,7 +217,8 @@ def build_kernel(
 
     def step(rng_key, state: MHState, log_prior_fn: Callable, log_likelihood_fn: Callable, population_size: int,
              step_size, inverse_mass_matrix=None, proxy: Optional[TaylorProxy] = None,
-             control_variate_fn: Optional[Callable] = None, center=None):
+             control_variate_fn: Optional[Callable] = None, center=None,
+             exact_log_likelihood_fn: Optional[Callable] = None):
         n = population_size
         if center is None and proxy is not None:
             center = proxy.reference
@@ -251,7 +254,9 @@ def build_kernel(
         if by_features and cv.exact_sums is not None:
             # the arms' sums over the exactly-read points: a known one (the caller's cache) is not read again
             computed = jnp.sum(jnp.isnan(jnp.asarray(cv.exact_sums))).astype(jnp.float32)
-            cv = fill_exact_sums(cv, [lambda x=x: jnp.sum(residual(x, cv.exact_indices)) for x in (position, new)])
+            at_exact = ((lambda x: residual(x, cv.exact_indices)) if exact_log_likelihood_fn is None
+                        else exact_log_likelihood_fn)
+            cv = fill_exact_sums(cv, [lambda x=x: jnp.sum(at_exact(x)) for x in (position, new)])
             options["control_variate"] = cv
             exact_evals = computed * cv.exact_indices.shape[0]
 

@@ -590,8 +590,8 @@ class RacingMH(InitOnceKernel):
     def _log_lik_fn(self, model_args, model_kwargs):
         ms = self._subsampler
 
-        def fn(flat, idx):
-            return ms.log_likelihood(ms.constrain(self._unravel(flat)), idx, model_args, model_kwargs)
+        def fn(flat, idx, rows=None):  # rows: ModelSubsampler.gather_rows(idx, ...), gathered beforehand
+            return ms.log_likelihood(ms.constrain(self._unravel(flat)), idx, model_args, model_kwargs, rows=rows)
 
         return fn
 
@@ -1253,9 +1253,11 @@ class RacingMH(InitOnceKernel):
             return jax.vmap(self._sample_one, in_axes=(0, None, None))(state, model_args, model_kwargs)
         return self._sample_one(state, model_args, model_kwargs)
 
-    def _sample_one(self, state, model_args, model_kwargs, control_variate_fn=None):
+    def _sample_one(self, state, model_args, model_kwargs, control_variate_fn=None, exact_log_likelihood_fn=None):
         """One step of one chain; ``control_variate_fn`` (``(x, x') -> ArmControlVariates``, given by
-        :class:`~subsample_mcmc.ModelSelection`'s ``control_variate``) replaces the race's control variate."""
+        :class:`~subsample_mcmc.ModelSelection`'s ``control_variate``) replaces the race's control variate,
+        and ``exact_log_likelihood_fn`` (``x -> [|E|]``) reads its exactly-read points from rows the caller
+        gathered once."""
         ms = self._subsampler
         if self._unravel is None:
             self._unravel = ravel_pytree(state.z)[1]
@@ -1279,7 +1281,8 @@ class RacingMH(InitOnceKernel):
 
         def race(_):
             cv_fn = self._data_cv_fn() if control_variate_fn is None else control_variate_fn
-            new, info = race_step(key_step, mh_kernel.init(flat), control_variate_fn=cv_fn, **call)
+            new, info = race_step(key_step, mh_kernel.init(flat), control_variate_fn=cv_fn,
+                                  exact_log_likelihood_fn=exact_log_likelihood_fn, **call)
             return new.position, new.log_likelihood_sum, info
 
         def exact(_):

@@ -765,19 +765,42 @@ class ModelSubsampler:
         n = self.size
         return self._map_data(lambda x: _as_array(x, n), model_args, dict(model_kwargs or {}))
 
-    def _slice(self, idx, model_args, model_kwargs, index: Optional[bool] = None):
+    def _slice(self, idx, model_args, model_kwargs, index: Optional[bool] = None, rows=None):
         """The arguments for the data points ``idx``: per-datum leaves indexed along axis 0
         (plain models), or only converted to JAX arrays (HMCECS-style models, and models
-        that index their data with the plate's indices themselves; ``index`` overrides)."""
+        that index their data with the plate's indices themselves; ``index`` overrides).
+        ``rows``: :meth:`gather_rows` of the same ``idx``, put in place of the indexed leaves."""
         if not (self.index_arguments if index is None else index):
             return self._full_args(model_args, model_kwargs)
         n = self.size
+        given = None if rows is None else iter(rows)
 
         def take(x):
             x = _as_array(x, n)
-            return x[idx] if _leading(x, n) and not isinstance(x, list) else x
+            if not _leading(x, n) or isinstance(x, list):
+                return x
+            return x[idx] if given is None else next(given)
 
         return self._map_data(take, model_args, dict(model_kwargs or {}))
+
+    def gather_rows(self, idx, model_args=(), model_kwargs=None) -> Optional[tuple]:
+        """The rows ``idx`` of every per-datum argument, in the order :meth:`log_likelihood` reads
+        them: a caller that evaluates the likelihood at the same points many times (a control
+        variate's exactly-read points, every race) gathers them once and passes them as ``rows``.
+        ``None`` for a model that indexes its data itself (``numpyro.subsample``-style plates,
+        ``y[idx]`` with the plate's indices): only the model can gather its rows then."""
+        if not self.index_arguments:
+            return None
+        n, rows = self.size, []
+
+        def take(x):
+            x = _as_array(x, n)
+            if _leading(x, n) and not isinstance(x, list):
+                rows.append(x[idx])
+            return x
+
+        self._map_data(take, model_args, dict(model_kwargs or {}))
+        return tuple(rows)
 
     def _moving_supports(self, model_args, model_kwargs) -> tuple:
         """Which continuous latent and observed data sites have support bounds that change when
@@ -837,8 +860,8 @@ class ModelSubsampler:
         return (moving(traces), (moving(traces[:1] + discrete_traces) if discrete_traces else {}),
                 observed_moving())
 
-    def _trace(self, values, idx, model_args, model_kwargs):
-        args, kwargs = self._slice(idx, model_args, dict(model_kwargs or {}))
+    def _trace(self, values, idx, model_args, model_kwargs, rows=None):
+        args, kwargs = self._slice(idx, model_args, dict(model_kwargs or {}), rows=rows)
         model = handlers.substitute(handlers.seed(self.model, 0), data=values)
         model = PlateIndices(model, name=self.plate, indices=idx, size=self.size)
         return handlers.trace(model).get_trace(*args, **kwargs)
@@ -1074,10 +1097,11 @@ class ModelSubsampler:
         return None
 
     # -- the functions the kernels need ----------------------------------------------
-    def log_likelihood(self, values, idx, model_args=(), model_kwargs=None):
-        """``[len(idx)]`` per-datum log-likelihoods at constrained ``values``."""
+    def log_likelihood(self, values, idx, model_args=(), model_kwargs=None, rows=None):
+        """``[len(idx)]`` per-datum log-likelihoods at constrained ``values``; ``rows``: the
+        per-datum arguments' rows at ``idx`` gathered beforehand (:meth:`gather_rows`)."""
         idx = jnp.asarray(idx)
-        tr = self._trace(values, idx, model_args, model_kwargs)
+        tr = self._trace(values, idx, model_args, model_kwargs, rows=rows)
         m = idx.shape[0]
         return sum(self._per_datum(tr[name], m, tr) for name in self.data_sites)
 

@@ -99,6 +99,7 @@ class ModelSelectionState(NamedTuple):
     exact_indices: Optional[jax.Array] = None  # ... the points it sums exactly in every race
     feature_table: Optional[FeatureProxyTable] = None  # ... the proxies' per-datum coefficients, one row per datum
     exact_sums: Optional[jax.Array] = None  # ... [K] each model's log-likelihood over those points at its parameters (NaN: unknown)
+    exact_rows: Optional[tuple] = None  # ... the per-datum arguments' rows at those points (None: models index themselves)
 
 
 def _names(models) -> tuple[list, list]:
@@ -452,6 +453,8 @@ class ModelSelection(InitOnceKernel):
         adjust = self._initial_adjustment(inner, pseudo, model_args, model_kwargs)
         if features is None:
             features = self._feature_proxies(inner, pseudo, model_args, model_kwargs)
+        if features:
+            features = dict(features, exact_rows=self._exact_rows(features["exact_indices"], model_args, model_kwargs))
 
         def build(key, inner, pseudo, adjust, features):
             k = jnp.zeros((), jnp.int32)
@@ -672,6 +675,18 @@ class ModelSelection(InitOnceKernel):
             out = jax.tree.map(lambda v: jnp.broadcast_to(v, (c,) + jnp.shape(v)), out)
         return out
 
+    def _exact_rows(self, exact, model_args, model_kwargs) -> Optional[tuple]:
+        """The per-datum arguments' rows at the exactly-read points ``exact`` (``[C, |E|]`` with vectorized
+        chains), gathered once per chain (:meth:`ModelSubsampler.gather_rows`): every sweep's model race and
+        MH race read those points, and a gather of them per sweep cost about as much as the likelihood's
+        arithmetic there.  ``None`` when a model indexes its data itself (only it can gather its rows)."""
+        subsamplers = [kern._subsampler for kern in self.kernels]
+        if not all(ms.index_arguments for ms in subsamplers):
+            return None
+        if self._vectorized:
+            return jax.vmap(lambda e: subsamplers[0].gather_rows(e, model_args, model_kwargs))(exact)
+        return subsamplers[0].gather_rows(exact, model_args, model_kwargs)
+
     def _initial_adjustment(self, inner, pseudo, model_args, model_kwargs):
         """Wang-Landau's start ``a`` ``[K]`` (``[C, K]`` for vectorized chains), float32."""
         shape = (jnp.shape(inner[0].i)[0],) if self._vectorized else ()
@@ -770,8 +785,10 @@ class ModelSelection(InitOnceKernel):
                                          i=state.i))
 
         # 2. the selected model's parameters by one RacingMH step (a real branch, except under vmap)
+        lls = self._log_lik_fns(model_args, model_kwargs)
+
         def move(j):
-            cv_fn = None
+            cv_fn = exact_fn = None
             if self.control_variates is not None and self.race_options["method"] != "exact":
                 cv, constrain, unravel = (self.control_variates[self.names[j]], kernels[j]._subsampler.constrain,
                                           self._unravels[j])
@@ -785,9 +802,14 @@ class ModelSelection(InitOnceKernel):
                                               tuple(cv.matrix(constrain(unravel(v))) for v in (x, x_new)),
                                               state.raced_indices, state.exact_indices, exact_sums=known)
 
+                if state.exact_rows is not None:  # the proposal's sum from the rows gathered at init
+                    def exact_fn(x, ll=lls[j]):
+                        return ll(x, state.exact_indices, state.exact_rows)
+
             def fn(states):
                 states = list(states)
-                states[j] = kernels[j]._sample_one(states[j], model_args, model_kwargs, control_variate_fn=cv_fn)
+                states[j] = kernels[j]._sample_one(states[j], model_args, model_kwargs, control_variate_fn=cv_fn,
+                                                   exact_log_likelihood_fn=exact_fn)
                 return tuple(states)
             return fn
 
@@ -802,7 +824,6 @@ class ModelSelection(InitOnceKernel):
         thetas = [ravel_pytree(st.z)[0] for st in inner]
         lp = jnp.stack([f(t) for f, t in zip(self._log_prior_fns(model_args, model_kwargs), thetas)])
         lg = jnp.stack([pseudoprior_log_density(t, g) for t, g in zip(thetas, state.pseudopriors)])
-        lls = self._log_lik_fns(model_args, model_kwargs)
         proxies = [st.proxy for st in inner]
         exact = self.race_options["method"] == "exact"
         use_proxy = not exact and all(p is not None for p in proxies)
@@ -856,7 +877,8 @@ class ModelSelection(InitOnceKernel):
                 sums = None
                 if state.exact_sums is not None:
                     with jax.named_scope("race_exact_points"):
-                        sums = jnp.sum(jnp.stack([fn(t, state.exact_indices) for fn, t in zip(lls, thetas)]), axis=1)
+                        sums = jnp.sum(jnp.stack([fn(t, state.exact_indices, state.exact_rows)
+                                                  for fn, t in zip(lls, thetas)]), axis=1)
                 arm_cv = ArmControlVariates(state.feature_proxies, matrices, state.raced_indices, state.exact_indices,
                                             state.feature_table, exact_sums=sums)
                 value, points, stages, candidates = draw_model(lls, None, dict(self.race_options,
@@ -927,7 +949,7 @@ class ModelSelection(InitOnceKernel):
             exact_model_draw=exact_draw, race_cost=race_cost, model_draw_checked=checked,
             model_draw_disagrees=disagrees, feature_proxies=state.feature_proxies,
             raced_indices=state.raced_indices, exact_indices=state.exact_indices, feature_table=state.feature_table,
-            exact_sums=exact_sums)
+            exact_sums=exact_sums, exact_rows=state.exact_rows)
 
     @staticmethod
     def _exact_candidates(race):
