@@ -6,8 +6,9 @@ Every racing sweep of ``ModelSelection`` on the ARCH job sums each of the K mode
 the control variate's exactly-read points (``exact_fraction = 0.2`` of N: 7,580 of the DJIA's 37,900 rows,
 ``selection.py``'s ``race_exact_points``), each model at its parameters of this sweep.  The rows are
 gathered from the data on every sweep.  Gathering them once per chain (keeping the ``[n_exact, 1 + max Q]``
-rows in the state) is a candidate lever for the racing sweep's wall time; this script measures what it
-could save before it is built.  Four forms of the same K sums are jitted and timed in turn, ``--calls``
+rows in the state) was a candidate lever for the racing sweep's wall time; this script measured what it
+could save on these sums alone before it was built (``arch_exact_rows_cost.py`` times it in the sweep, where
+the MH race's proposal reads the same rows).  Four forms of the same K sums are jitted and timed in turn, ``--calls``
 calls per round, ``--rounds`` rounds (median and per-round paired ratios):
 
 * ``kernel``: as the kernel computes them, each model's NumPyro likelihood at the indices (its rows read from

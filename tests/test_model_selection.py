@@ -502,7 +502,8 @@ def test_the_exactly_read_rows_are_gathered_once_and_change_no_draw():
     race gathers the rows again) draw the same models and parameters and count the same evaluations. A model
     that indexes its data itself (``x[idx]`` with the plate's indices) keeps none: only it can gather its rows."""
     x, y = balanced_polynomial(5_000, seed=4)
-    kernel = ModelSelection(pm.polynomial_models(DEGREES), control_variate=_polynomial_control_variates(x, y))
+    kernel = ModelSelection(pm.polynomial_models(DEGREES), control_variate=_polynomial_control_variates(x, y),
+                            pseudoprior="laplace")
     mcmc = MCMC(kernel, num_warmup=100, num_samples=50, progress_bar=False)
     mcmc.run(jax.random.PRNGKey(7), x, y=y)
     state = mcmc.last_state
@@ -534,7 +535,8 @@ def test_the_exactly_read_rows_are_gathered_once_and_change_no_draw():
         model.__name__ = f"degree{degree}"
         return model
 
-    other = ModelSelection([self_indexed(d) for d in DEGREES], control_variate=_polynomial_control_variates(x, y))
+    other = ModelSelection([self_indexed(d) for d in DEGREES], control_variate=_polynomial_control_variates(x, y),
+                           pseudoprior="laplace")
     st = other.init(jax.random.PRNGKey(0), 10, None, (x,), {"y": y})
     assert st.exact_rows is None and st.exact_indices.shape[0] > 0
 
