@@ -628,7 +628,7 @@ SAMPLER_NOTES = {
               "B in {1e3, 4e3, 1.6e4, 6.4e4} x chi in {1e-4 .. 1}, the step s solving chi C^2 E M^2 + C E M = B, "
               "scored by the mean squared jump per second of a short pilot from the MAP; burn-in and sampling "
               "stretches capped at 30 s each, the steady stretch runs for racing's steady wall time. Exactness "
-              "checked against NUTS in tests/test_peers_benchmark.py. The batch cap (50 x the largest B) is reported "
+              "checked against NUTS in benchmarks/tests/test_peers.py. The batch cap (50 x the largest B) is reported "
               "if it binds.",
     "austerity": "Korattikara, Chen & Welling (2014): `RacingMH(logistic_model, method='normal', "
                  "control_variate=None, proposal='random_walk', exact_when_cheaper=False, tie_share=0)`, "

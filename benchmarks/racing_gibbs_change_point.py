@@ -1,7 +1,7 @@
 """RacingGibbs with an inner RacingMH on the model zoo's change point, over seeds.
 
 ``RacingGibbs(change_point, inner_kernel=RacingMH(change_point))`` with its defaults on the zoo's data
-(``tests/zoo.py``: a level shift at one of 30 candidate times, N = 3,100, NumPy int64 times and float64
+(``tests/statistical/zoo.py``: a level shift at one of 30 candidate times, N = 3,100, NumPy int64 times and float64
 observations), 600 warmup + 2000 draws x 2 vectorized chains, seeds 0-5: R-hat and bulk ESS of each
 site, the posterior means, evaluations per step over N.  The inner RacingMH re-estimates its mass matrix
 over warmup as a Gibbs block (its Laplace covariance at ``init`` is that of the conditional at the

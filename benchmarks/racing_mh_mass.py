@@ -120,7 +120,7 @@ def write(results, study):
         json.dump(results, f, indent=1)
     lines = [f"# RacingMH {study}: min bulk ESS per 1,000 draws (mean +- s.e. over "
              f"{SEEDS} seeds, 2 chains each)", "",
-             f"`python benchmarks/racing_mh_mass.py --study {study}`; models from `tests/zoo.py` (NumPy inputs, "
+             f"`python benchmarks/racing_mh_mass.py --study {study}`; models from `tests/statistical/zoo.py` (NumPy inputs, "
              "the zoo's sizes); ratios to the baseline variant, measured in the same run.", ""]
     if study == "mass":
         lines += ["| model | variant | min ESS / 1000 draws | ratio to old default | mean max R-hat |",

@@ -1,20 +1,44 @@
+"""The suite's tiers, sizes and XLA settings.
+
+Tiers (the folder a test lives in; ``-m unit|statistical|e2e`` selects one):
+
+* ``tests/unit/``: API, shapes, refusals and their messages, exact equivalences, compile
+  counts, small statistical checks;
+* ``tests/statistical/``: the model zoo, the heavy-tail battery, error rates with binomial
+  intervals, MCSE z-tests against references;
+* ``tests/e2e/``: the notebooks, the docs build, the command-line jobs, subprocess runs
+  (x64, forced host devices);
+* ``tests/bandits/``: unit tests of the bandit algorithms, with their statistical tests
+  marked ``statistical``.
+
+Sizes: ``SUBSAMPLE_MCMC_TEST_SIZE=ci`` (the default, what ``make test`` runs) or ``full``
+(``make test-full``).  A statistical test reads its size from :func:`sizes.size` and states
+in its docstring what a wrong implementation scores at the CI size.  Tests marked
+``full_only`` run only at the full size.  ``smoke`` marks the part of the suite that
+``.ci/run`` also runs on the newest stack (``make test-newest``).
+"""
+
 import gc
 import os
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
-# JAX's default (asynchronous) dispatch, as users run it.  An earlier version ran
-# computations inline to avoid a deadlock in the vectorized RacingMH init of the d = 50
-# logistic zoo case; it did not: that deadlock came from the vmapped init program itself
-# (inline or not, about two runs in three), and RacingMH now initialises vectorized chains
-# one at a time (see RacingMH._init_states).
+# XLA's cheapest CPU compilation (LLVM -O0 without its expensive passes): the suite's time is
+# mostly compilation of programs that then run for well under a second, and these options make
+# it about a quarter cheaper.  The computations are the same; floating-point results may differ
+# in the last bits from an optimised build (every comparison in the suite is between programs
+# compiled alike, or statistical).  SUBSAMPLE_MCMC_TEST_XLA_OPT=1 keeps XLA's defaults.
+FAST_COMPILE_FLAGS = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
+if os.environ.get("SUBSAMPLE_MCMC_TEST_XLA_OPT", "0") != "1":
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "xla_backend_optimization_level" not in flags:
+        os.environ["XLA_FLAGS"] = f"{flags} {FAST_COMPILE_FLAGS}".strip()
 
 # JAX's persistent compilation cache, shared by the pytest-xdist workers and the notebook
-# kernels (they inherit the environment). Most of the suite's time is XLA compilation, and
-# many tests compile the same program from fresh closures (a new kernel per test): a hit
-# skips the compile. The directory lives in the checkout (ignored by git), so a clean clone
-# starts cold and gains only within one run; .ci/run puts it outside the clone (in the
-# user's cache directory), where a CI machine that keeps it loads earlier runs' programs.
+# kernels (they inherit the environment). Many tests compile the same program from fresh
+# closures (a new kernel per test): a hit skips the compile. The directory lives in the
+# checkout (ignored by git), so a clean clone starts cold and gains only within one run;
+# .ci/run puts it outside the clone (in the user's cache directory).
 # SUBSAMPLE_MCMC_TEST_JAX_CACHE="" turns it off; a path puts it there.
 _CACHE = os.environ.get(
     "SUBSAMPLE_MCMC_TEST_JAX_CACHE",
@@ -27,6 +51,31 @@ if _CACHE:
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
+import sizes  # noqa: E402
+
+TIERS = ("unit", "statistical", "e2e")
+
+
+def pytest_configure(config):
+    for tier, what in (("unit", "API, refusals, exact equivalences, small checks (tests/unit, tests/bandits)"),
+                       ("statistical", "error rates and z-tests against references (tests/statistical)"),
+                       ("e2e", "notebooks, docs, command-line jobs, subprocesses (tests/e2e)")):
+        config.addinivalue_line("markers", f"{tier}: {what}")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark each test with its tier (its folder, or ``statistical`` where a bandit test says
+    so), and skip the ``full_only`` tests at the CI size."""
+    skip_full = pytest.mark.skip(reason="full size only: SUBSAMPLE_MCMC_TEST_SIZE=full (make test-full)")
+    for item in items:
+        parts = item.path.parts
+        tier = next((t for t in TIERS if t in parts), None)
+        if tier is None and not any(m.name == "statistical" for m in item.iter_markers()):
+            tier = "unit"
+        if tier is not None:
+            item.add_marker(getattr(pytest.mark, tier))
+        if not sizes.FULL and item.get_closest_marker("full_only") is not None:
+            item.add_marker(skip_full)
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -61,9 +110,8 @@ def _release_compiled_programs_near_the_mapping_limit(request):
     """Within a module, drop the compiled executables once a third of the limit is held.
 
     The per-module clearing above is not enough for a module with many parametrized cases
-    (the model zoo compiles a kernel and a reference per case): a CI worker died in the
-    zoo's d = 50 case ("node down: Not properly terminated", main at 45c1713). Counting
-    the process's mappings after each test costs well under a millisecond."""
+    (the model zoo compiles a kernel and a reference per case). Counting the process's
+    mappings after each test costs well under a millisecond."""
     yield
     counts = _memory_mappings()
     if os.environ.get("SUBSAMPLE_MCMC_TEST_MAPS_LOG") and counts is not None:

@@ -1,6 +1,6 @@
 r"""RacingMH's peers on Bayesian logistic regression with real data.
 
-Shared by ``benchmarks/peers_real_data.py`` and ``tests/test_peers_benchmark.py``.
+Shared by ``benchmarks/peers_real_data.py`` and ``benchmarks/tests/test_peers.py``.
 
 Model (:func:`experiments.logistic.logistic_model`): ``w ~ N(0, I_d)``, ``b ~ N(0, 5^2)``,
 ``y_n ~ Bernoulli(sigmoid(x_n^T w + b))``; parameters are handled as the flat vector

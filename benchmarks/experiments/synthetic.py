@@ -14,18 +14,16 @@ fraction of the ``N D`` rewards read.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import time
 from pathlib import Path
 from typing import NamedTuple
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
-from subsample_mcmc.racing import clopper_pearson, sample_discrete
+from subsample_mcmc.racing import clopper_pearson
+from subsample_mcmc.testing import DISTRIBUTIONS, Problem, make_problem, run_setting
 
 __all__ = [
     "DISTRIBUTIONS", "make_problem", "Problem", "run_setting",
@@ -33,110 +31,6 @@ __all__ = [
     "run_grid_setting", "run_grid", "summarize", "records_to_markdown",
     "RESULTS_PATH", "NOTEBOOK_SIZE_ENV", "notebook_records",
 ]
-
-DISTRIBUTIONS = ("normal", "uniform", "lognormal")
-
-
-class Problem(NamedTuple):
-    rewards: jax.Array  # float32 [D, N]
-    totals: np.ndarray  # float64 [D]: sum_n l_{i,n} of the float32 rewards
-    probabilities: np.ndarray  # p_i
-    sigma: float
-    distribution: str
-
-
-def make_problem(seed: int, num_arms: int, population_size: int, distribution: str, sigma: float) -> Problem:
-    """Rewards of the synthetic experiment (see the module docstring)."""
-    if distribution not in DISTRIBUTIONS:
-        raise ValueError(f"distribution must be one of {DISTRIBUTIONS}, got {distribution!r}")
-    rng = np.random.default_rng(seed)
-    shape = (num_arms, population_size)
-    if distribution == "normal":
-        raw = rng.standard_normal(shape)
-    elif distribution == "uniform":
-        raw = rng.uniform(0.0, 1.0, shape)
-    else:
-        raw = rng.lognormal(0.0, 2.0, shape)
-    raw = (raw - raw.mean(1, keepdims=True)) / raw.std(1, keepdims=True)
-    p = np.arange(1, num_arms + 1, dtype=np.float64)
-    p /= p.sum()
-    rewards = (sigma * raw + np.log(p)[:, None] / population_size).astype(np.float32)
-    totals = rewards.astype(np.float64).sum(1)
-    return Problem(jnp.asarray(rewards), totals, p, float(sigma), distribution)
-
-
-@functools.lru_cache(maxsize=64)
-def _compiled_runner(method, variance, num_arms, population_size, first_batch, batch_size,
-                     heavy_tail_guard=True, tie_share=0.0):
-    """One jitted runner per static configuration: data and delta are arguments,
-    so sweeping problems and error levels does not recompile."""
-    options = dict(method=method, variance=variance, heavy_tail_guard=heavy_tail_guard, tie_share=tie_share)
-    if first_batch is not None:
-        options["first_batch"] = first_batch
-
-    def run(keys, rewards, ranges, delta):
-        extra = {"reward_range": ranges} if method in ("ebs", "lil_ucb") else {}
-
-        def one(key):
-            s = sample_discrete(key, jnp.zeros(num_arms), rewards, delta=delta, **options, **extra)
-            return s.value, s.race.num_rewards_read, s.gumbel
-
-        return jax.lax.map(one, keys, batch_size=batch_size)
-
-    return jax.jit(run)
-
-
-def run_setting(
-    problem: Problem,
-    *,
-    method: str,
-    delta: float,
-    variance: str = "pairwise",
-    num_races: int = 1000,
-    seed: int = 0,
-    batch_size: int | None = 64,
-    first_batch: int | None = None,
-    heavy_tail_guard: bool = True,
-    tie_share: float = 0.0,
-) -> dict:
-    """Run ``num_races`` independent races on ``problem``; return errors and cost.
-
-    ``tie_share`` is :func:`~subsample_mcmc.racing.sample_discrete`'s (the kernels' default
-    is 0.5).  ``errors_to_lower`` counts the errors that returned a lower arm index than
-    the exact draw (on an ordered parameter grid: the direction of the errors).
-
-    Races run through ``lax.map`` with ``batch_size`` races vmapped at a time (a
-    batch costs what its slowest race costs; the batch bounds memory).  The
-    reported ``seconds`` include compilation on the first call of a configuration.
-
-    ``batch_size=None`` runs the races strictly one after another (``lax.map``
-    without ``vmap``), so each race costs what it reads, independently of the
-    others (the benchmark uses it; with racing cores before commit aa26387 a
-    vmapped race also read the skipped stages, see ``benchmarks/racing_synthetic.py``).
-    """
-    rewards = problem.rewards
-    d, n = rewards.shape
-    ranges = jnp.max(rewards, 1) - jnp.min(rewards, 1)
-    keys = jax.random.split(jax.random.PRNGKey(seed), num_races)
-    bs = None if batch_size is None else min(batch_size, num_races)
-    run = _compiled_runner(method, variance, d, n, first_batch, bs, bool(heavy_tail_guard), float(tie_share))
-    t0 = time.perf_counter()
-    arms, evals, gumbel = jax.block_until_ready(run(keys, rewards, ranges, jnp.float32(delta)))
-    seconds = time.perf_counter() - t0
-    exact = np.argmax(problem.totals[None, :] + np.asarray(gumbel, np.float64), axis=1)
-    arms = np.asarray(arms)
-    errors = int(np.sum(arms != exact))
-    lo, hi = clopper_pearson(errors, num_races)
-    return dict(
-        method=method, variance=variance, delta=delta, num_arms=d, population_size=n,
-        distribution=problem.distribution, sigma=problem.sigma, races=num_races,
-        errors=errors, error_rate=errors / num_races, error_ci=(lo, hi),
-        errors_to_lower=int(np.sum(arms < exact)),
-        heavy_tail_guard=bool(heavy_tail_guard), tie_share=float(tie_share),
-        fraction_read=float(np.mean(np.asarray(evals)) / (n * d)),
-        seconds=seconds,
-    )
-
 
 # ----------------------------------------------------------------------------------
 # The benchmark grid of Sec. 5.1 / App. C.1 (Fig. 1, 5, 6, 7) and its runner

@@ -258,7 +258,7 @@ class RacingMH(InitOnceKernel):
             the data), and a chain started far out with the proxy at the mode stalls --
             Crank-Nicolson moves keep the radius, and where the posterior falls off slower
             than its Laplace Gaussian nearly all are rejected, with no warning
-            (``tests/test_numpyro_start.py`` starts a negative binomial regression far
+            (``tests/unit/test_numpyro_start.py`` starts a negative binomial regression far
             out).  A warning when the ascent ends short of a mode.
 
             Mode search (``"map"``, and the Taylor proxy's reference point):

@@ -1,4 +1,4 @@
-"""One conformance test over the model zoo (``tests/zoo.py``).
+"""One conformance test over the model zoo (``tests/statistical/zoo.py``).
 
 For every (model, kernel) of the zoo: run the kernel (2 vectorized chains) and the
 entry's reference on the same NumPy data, then for every scalar component of every
@@ -31,7 +31,7 @@ Entries with ``extended=True`` run only with ``ZOO_EXTENDED=1`` (CI time: each c
 costs 20-80 CPU-seconds, mostly XLA compilation of the kernel and of the reference).
 Entries with ``x64=True`` run (kernel and reference) under ``jax.enable_x64(True)``.
 
-``pytest tests/test_model_zoo.py -n 2 -rP`` prints one summary line per case.
+``pytest tests/statistical/test_model_zoo.py -n 2 -rP`` prints one summary line per case.
 """
 
 from __future__ import annotations
@@ -47,9 +47,9 @@ import numpy as np
 import pytest
 from numpyro.infer import MCMC, NUTS, DiscreteHMCGibbs
 from scipy import stats
+from zoo import ZOO, ZOO_BY_NAME
 
 from subsample_mcmc import RacingMH
-from zoo import ZOO, ZOO_BY_NAME
 
 NUM_CHAINS = 2
 ALPHA = 1e-3          # family-wise false-alarm probability of one case

@@ -1,19 +1,22 @@
 """ARCH order selection (Sec. 5.2, App. C.2): model, data, product-space sampler, main job."""
 
-import json
-import os
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from scipy import stats
-
 from subsample_mcmc.models.arch import (
-    arch_numpyro_model, lag_matrix, load_returns, log_likelihood_points, prepare, simulate_arch,
-    student_t_logpdf, validate_orders,
+    arch_models,
+    arch_numpyro_model,
+    lag_matrix,
+    load_returns,
+    log_likelihood_points,
+    prepare,
+    simulate_arch,
+    student_t_logpdf,
+    validate_orders,
 )
-from subsample_mcmc.models.arch import arch_models
 
 
 @pytest.fixture(scope="module")
@@ -192,47 +195,3 @@ def test_real_series_load():
         assert 0.5 < s.returns.std() < 3.0  # daily percent returns
 
 
-def test_cli_racing_matches_exact_where_the_posterior_is_spread(tmp_path, capsys):
-    """The main job from the command line on a user's CSV of returns whose posterior over q is
-    genuinely spread (ARCH(2), N = 3000, about 3:1 between orders 2 and 3; two candidates keep the
-    compiled product-space step small): racing and exact
-    p(q | r) agree in total variation within Monte Carlo error, the statistic would catch a
-    sampler that kept only the modal order, the raced decisions err within delta, and the
-    outputs (InferenceData with the model index, figures, summary keys) are written; bad
-    arguments exit 2 with the fix."""
-    import arviz as az
-
-    from subsample_mcmc.cli import main
-
-    r, _ = simulate_arch(3003, order=2, alpha0=0.2, alpha_sum=0.3, nu=6.0, seed=2)
-    csv = tmp_path / "returns.csv"
-    csv.write_text("Return\n" + "\n".join(repr(float(x)) for x in r) + "\n")
-    out = tmp_path / "out"
-    rc = main(["arch", "--data", str(csv), "--orders", "2,3", "--num-adapt", "300", "--num-samples", "600",
-               "--chains", "2", "--output", str(out), "--no-progress", "--no-bic"])
-    assert rc == 0, capsys.readouterr().err
-    s = json.loads((out / "summary.json").read_text())
-    assert s["orders"] == [2, 3] and s["num_terms"] == 3000
-    exact = np.asarray(s["posterior_q"]["exact"])
-    assert np.sort(exact)[-2] > 0.1, exact  # the test has power: two orders hold real mass
-    tv = s["total_variation"]
-    assert tv["racing_vs_exact"] < 0.1 + 3 * tv["monte_carlo_se"], s["posterior_q"]
-    point = np.eye(2)[np.argmax(exact)]
-    assert 0.5 * np.abs(point - exact).sum() > 0.1 + 3 * tv["monte_carlo_se"]
-    for m in ("racing", "exact"):
-        d = s["diagnostics"][m]
-        assert np.isclose(sum(s["posterior_q"][m]), 1.0) and d["likelihood_evaluations"] > 0
-        assert d["ess_q"] > 0 and d["model_switches"] > 0 and len(d["wang_landau_settle"]["sweeps"]) == 2
-    e = s["decision_error_rates"]["model"]
-    assert e["decisions"] == 0 or stats.binom.sf(e["errors"] - 1, e["decisions"], s["delta"]) > 1e-3, e
-    for f in ("racing.nc", "exact.nc", "returns.png", "posterior_q.png", "trace_q.png", "autocorr_q.png",
-              "wang_landau.png"):
-        assert os.path.exists(out / f), f
-    idata = az.from_netcdf(out / "racing.nc")
-    assert idata.posterior["model"].shape == (2, 600) and "arch2.alpha" in idata.posterior
-    assert main(["arch", "--orders", "0,5", "--output", str(out)]) == 2
-    assert "orders must be positive integers" in capsys.readouterr().err
-    assert main(["arch", "--data", str(tmp_path / "nope.csv"), "--output", str(out)]) == 2
-    assert "does not exist" in capsys.readouterr().err
-    assert main(["arch", "--chains", "0", "--output", str(out)]) == 2
-    assert "num_chains must be a positive integer" in capsys.readouterr().err

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-DOCS = Path(__file__).resolve().parents[1] / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 # Packages walked for docstring examples.  subsample_mcmc.models is listed as well
 # because an editable install keeps it outside subsample_mcmc/ (setuptools package-dir).
 ROOT_PACKAGES = ("subsample_mcmc", "subsample_mcmc.models")

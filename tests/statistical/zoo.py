@@ -1,4 +1,4 @@
-"""A zoo of NumPyro models for the racing kernels, run by ``tests/test_model_zoo.py``.
+"""A zoo of NumPyro models for the racing kernels, run by ``tests/statistical/test_model_zoo.py``.
 
 Every entry is what a user would write and pass: a model with one data plate, written
 as in the NumPyro docs, and data as **NumPy** arrays (``float64`` for some, ``float32``

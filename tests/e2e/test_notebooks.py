@@ -5,7 +5,7 @@ Contract for notebooks (see ``notebooks/racing_synthetic.ipynb`` for an example)
 * with the environment variable ``SUBSAMPLE_MCMC_NOTEBOOK_SIZE=small`` a notebook
   must run a reduced, fast version of its experiment live (aim for well under 90 s);
 * it must not need a display: use matplotlib's Agg backend (figures can be
-  embedded with :func:`experiments.plots.show`).
+  embedded with the benchmarks' ``experiments.plots.show``).
 
 How a notebook is run here:
 
@@ -35,7 +35,7 @@ nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 from nbclient.exceptions import CellExecutionError, CellTimeoutError  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 NOTEBOOK_DIR = REPO / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
 CELL_TIMEOUT = 600  # seconds per cell: generous for a loaded 2-core CI machine

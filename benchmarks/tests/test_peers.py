@@ -178,7 +178,7 @@ def test_readme_performance_table_matches_committed_results():
     import re
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     payload = json.loads((root / "benchmarks" / "results" / "peers_real_data.json").read_text())
     readme = (root / "README.md").read_text()
     section = readme.split("### How fast, on real data", 1)[1].split("\n### ", 1)[0]
