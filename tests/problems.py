@@ -3,7 +3,11 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpyro.distributions as dist
+from scipy.optimize import brentq
 
+from subsample_mcmc import LinearFeatureControlVariate
+from subsample_mcmc.models import polynomial as pm
 from subsample_mcmc.racing import sample_discrete
 
 # -- a normal mean with known sd (tests of the pure MH kernels) ----------------------------------
@@ -63,3 +67,36 @@ def unequal_problem(dist, seed, num_arms=8, max_size=3000, scale=3.0):
     offsets = -totals + scale * sd * rng.normal(0.0, 1.0, num_arms)
     offsets[1] = offsets[0] - totals[1] + totals[0] + 0.5 * scale * sd[0]
     return rewards.astype(np.float32), sizes, offsets.astype(np.float32), int(np.argmax(offsets + totals))
+
+
+# -- polynomial degree selection with closed-form evidences (ModelSelection) -------------------
+
+DEGREES = (1, 2, 3)
+
+
+def balanced_polynomial(n, seed, target=0.0):
+    """Data whose cubic coefficient makes log p(y | 3) - log p(y | 2) = ``target`` exactly
+    (found by root finding on the closed-form evidences), so that two degrees share the
+    posterior and a sampler's probabilities are informative."""
+    x, noise = pm.simulate(n, [0.0], seed=seed)
+
+    def data(c3):
+        return x, 0.5 + 0.3 * x - 0.2 * x ** 2 + c3 * x ** 3 + noise
+
+    def gap(c3):
+        return pm.log_evidence(*data(c3), 3) - pm.log_evidence(*data(c3), 2) - target
+
+    return data(brentq(gap, 0.0, 0.2))
+
+
+def assert_within_3_se(post, exact):
+    z = np.abs(post.probabilities - exact) / np.maximum(post.stderr, 1e-12)
+    ok = (np.abs(post.probabilities - exact) < 1e-9) | (z <= 3.0)
+    assert np.all(ok), (post, exact, z)
+
+
+def polynomial_control_variates(x, y, noise_scale=1.0):
+    """The model race's control variate in each degree's linear predictor z = phi(x)' beta."""
+    return {f"degree{d}": LinearFeatureControlVariate(
+        lambda v: v["beta"][None, :], lambda z, w: dist.Normal(z[0], noise_scale).log_prob(w), pm.features(x, d), y)
+        for d in DEGREES}

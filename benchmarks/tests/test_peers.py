@@ -61,7 +61,6 @@ def test_tunamh_bounds_hold(whiten):
         assert np.all(du <= cw * np.linalg.norm(u - v) * (1 + 1e-5))
 
 
-@pytest.mark.slow
 def test_tunamh_matches_nuts():
     """TunaMH's draws (whitened and raw bound) against NUTS (4 chains) on N = 2000, d = 2:
     means and sds within Monte Carlo error (combined MCSE; 3 parameters each)."""
@@ -148,7 +147,6 @@ def test_synthetic_data():
 
 
 # -- the script's quick path ----------------------------------------------------------------------------
-@pytest.mark.slow
 def test_quick_smoke_run(tmp_path):
     import peers_real_data as script
 

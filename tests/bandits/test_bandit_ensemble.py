@@ -58,7 +58,7 @@ def test_linear_ensemble_models_are_posterior_draws():
     np.testing.assert_allclose(np.cov(models.T), cov, atol=6 * np.abs(cov).max() / np.sqrt(M))
 
 
-@pytest.mark.slow
+@pytest.mark.statistical
 def test_ensemble_regret_approaches_thompson_sampling():
     """Fig. 1a of Lu & Van Roy: |regret(ES_M) - regret(TS)| shrinks as M grows."""
     env = E.gaussian(10)

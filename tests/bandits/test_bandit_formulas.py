@@ -57,6 +57,7 @@ def test_formula_policy_equals_hand_written_index(text, policy, params):
         np.testing.assert_array_equal(np.asarray(run_f(key)), np.asarray(run_p(key)))
 
 
+@pytest.mark.statistical
 def test_racing_and_ucb1_tuned_identify_the_clearly_best_formula():
     candidates = ["t", "rbar", "rbar t_k inv +", "rbar neg", "t_k"]
     tokens = np.stack([F.parse_postfix(c.split(), 4) for c in candidates])

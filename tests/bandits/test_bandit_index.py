@@ -31,7 +31,7 @@ CASES = [("bernoulli", 100, 5_000, None),
          ("bernoulli", 1000, 1_000, ("ucb1_tuned", "ucb2", "kl_ucb", "eps_greedy"))]
 
 
-@pytest.mark.slow
+@pytest.mark.statistical
 @pytest.mark.parametrize("distribution,horizon,num_problems,subset", CASES)
 def test_table1_untuned_within_monte_carlo_error(distribution, horizon, num_problems, subset):
     env = E.bernoulli(2) if distribution == "bernoulli" else E.truncated_gaussian(2)

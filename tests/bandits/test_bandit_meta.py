@@ -60,7 +60,7 @@ def test_eda_minimises_a_quadratic():
     assert np.all(np.diff(np.minimum.accumulate(res.history)) <= 0)
 
 
-@pytest.mark.slow
+@pytest.mark.statistical
 def test_learned_power1_beats_ucb1_tuned():
     """Table 1: Power-1 trained for T = 100 beats UCB1-Tuned on Bernoulli problems
     (paper: 1.84 vs 2.28).  A short EDA (8 iterations, 5 runs per training problem)

@@ -75,6 +75,7 @@ def fixed_history_run(request):
     return request.param, x, y, np.asarray(zs, np.float64), filled, final
 
 
+@pytest.mark.statistical
 def test_draws_match_the_exact_posterior_on_a_fixed_history(fixed_history_run):
     """Chain draws (4 chains, batch-means MCSE) have the posterior mean within 4 MCSE and
     the posterior variances within 25 % (grid quadrature reference)."""
@@ -125,6 +126,7 @@ def test_proxy_sums_track_the_history(fixed_history_run):
     np.testing.assert_array_equal(np.asarray(final.proxy_evals), N_DATA + 255)
 
 
+@pytest.mark.statistical
 def test_regret_well_below_uniform_play():
     env = E.logistic_bernoulli(8, 3, preference_sd=1.5)
     horizon, problems = 120, 12

@@ -65,7 +65,7 @@ def test_batched_policy_only_sees_queried_rewards():
             assert arms[t] == arms[t - 1]
 
 
-@pytest.mark.slow
+@pytest.mark.statistical
 def test_batch_ts_close_to_ts_and_static_batching_worse():
     """Sec. 7 / Fig. 2a-b of Karbasi et al.: B-TS regret within ~10% of TS with
     O(N log T) queries; static batches with as many queries are clearly worse."""

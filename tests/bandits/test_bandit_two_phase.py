@@ -78,7 +78,7 @@ def test_phase_two_arm_is_the_logistic_estimate(phase_one):
     np.testing.assert_allclose(np.asarray(state.successes), [2.0, 1.0])
 
 
-@pytest.mark.slow
+@pytest.mark.statistical
 def test_laplace_ts_exploits_the_structure_and_two_phase_learns():
     """With 50 arms but d = 3, Laplace-TS beats UCB1-Tuned (which learns each arm
     separately); the Two-Phase algorithm's regret is sublinear: its second half of the

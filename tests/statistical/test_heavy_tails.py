@@ -26,7 +26,6 @@ def _problem(family, num_arms):
     return pr._replace(rewards=jnp.asarray(pr.rewards))
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("num_arms", [2, 6, 30])
 def test_battery_error_at_most_delta(num_arms):
     failures = []
@@ -48,7 +47,6 @@ def test_plain_normal_bound_fails_the_battery():
     assert not guarded["exceeds"], guarded
 
 
-@pytest.mark.slow
 def test_issue_repro_student_t_degrees_of_freedom():
     """The reported case: nu in 1..30 for 0.8 t_4 data, N = 5e4; racing draws differed from
     exact draws (same key) in 2.3% / 1.8% / 1.4% of draws at delta 0.05 / 0.01 / 0.001."""

@@ -56,6 +56,7 @@ ALPHA = 1e-3          # family-wise false-alarm probability of one case
 RHAT_MAX = 1.05
 ESS_MIN = 50
 EXACT_DRAWS = 2000    # per chain, for the closed-form / enumerated references
+MUTANT_SD_FACTOR = 1.10  # every case must catch a kernel whose posterior sds are 10% off
 KERNEL_SEED, REFERENCE_SEED = 0, 1
 
 
@@ -85,6 +86,21 @@ def reference_samples(name):
     mcmc = _mcmc(kernel, entry.ref_warmup, entry.ref_samples, args, kwargs, REFERENCE_SEED,
                  chain_method=chain_method)
     return {k: np.asarray(v) for k, v in mcmc.get_samples(group_by_chain=True).items()}
+
+
+def _sd_mutant(samples, factor):
+    """The draws of a wrong kernel: each continuous component's deviations from its mean
+    scaled by ``factor`` (its sd ``factor`` times the kernel's); discrete sites unchanged."""
+    out = {}
+    for k, v in samples.items():
+        v = np.asarray(v)
+        if np.issubdtype(v.dtype, np.integer) or np.issubdtype(v.dtype, np.bool_):
+            out[k] = v
+        else:
+            v = v.astype(np.float64)
+            centre = v.mean(axis=(0, 1), keepdims=True)
+            out[k] = centre + factor * (v - centre)
+    return out
 
 
 def _components(x):
@@ -162,7 +178,6 @@ def _cases():
             yield pytest.param(entry.name, kname, id=f"{entry.name}-{kname}", marks=marks)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name,kernel_name", list(_cases()))
 def test_model_zoo_conformance(name, kernel_name):
     with jax.enable_x64(True) if ZOO_BY_NAME[name].x64 else contextlib.nullcontext():
@@ -184,9 +199,14 @@ def _conformance(name, kernel_name):
     assert np.all(np.isfinite(evals)) and evals.mean() > 0, evals.mean()
 
     samples = {k: np.asarray(v) for k, v in mcmc.get_samples(group_by_chain=True).items()}
-    tests, diag = compare(samples, reference_samples(name))
+    reference = reference_samples(name)
+    tests, diag = compare(samples, reference)
     m = len(tests)
     z_crit = float(stats.norm.isf(ALPHA / (2 * m)))
+    # The test's power at this size: the same draws with every continuous component's spread
+    # scaled by MUTANT_SD_FACTOR about its mean (a kernel whose posterior sds are that far off)
+    mutant_tests, _ = compare(_sd_mutant(samples, MUTANT_SD_FACTOR), reference)
+    mutant_z = max((abs(z) for kind, _, z, _, _ in mutant_tests if kind == "sd"), default=float("nan"))
     failures = [f"{kind}({label}): z = {z:+.2f} (kernel {a:.4g}, reference {b:.4g})"
                 for kind, label, z, a, b in tests if not abs(z) < z_crit]
     failures += [f"rhat({label}) = {v:.3f}" for label, v in diag["rhat"] if not v < RHAT_MAX]
@@ -205,6 +225,7 @@ def _conformance(name, kernel_name):
         "max_rhat": max([v for _, v in diag["rhat"]], default=float("nan")),
         "min_ess": min([v for _, v in diag["ess"]], default=float("nan")),
         "evals_per_step_over_N": float(evals.mean()) / entry.plate_size,
+        "mutant_sd_factor": MUTANT_SD_FACTOR, "mutant_max_z_sd": mutant_z,
     }
     if "acceptance_rate" in idata.sample_stats:  # ArviZ's name for NumPyro's accept_prob
         summary["accept_rate"] = float(idata.sample_stats["acceptance_rate"].mean())
@@ -214,6 +235,10 @@ def _conformance(name, kernel_name):
             json.dump({**summary, "failures": failures,
                        "tests": [(kk, label, float(z)) for kk, label, z, _, _ in tests]}, f, default=str)
     assert not failures, f"{name} / {kernel_name} (z_crit {z_crit:.2f} over {m} tests):\n  " + "\n  ".join(failures)
+    if np.isfinite(mutant_z):  # a model with continuous sites: the mutant must fail
+        assert mutant_z >= z_crit, (
+            f"{name} / {kernel_name}: at this size the zoo would not catch a kernel whose posterior sds are "
+            f"{MUTANT_SD_FACTOR:.2f}x the truth (largest sd z-score {mutant_z:.2f} < z_crit {z_crit:.2f})")
 
 
 def test_registry_covers_the_required_kinds():

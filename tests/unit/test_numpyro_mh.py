@@ -66,6 +66,7 @@ def test_conjugate_posterior_mcse_z(model, proposal):
     assert float(evals.mean()) < 0.05 * 2 * N * point_cost
 
 
+@pytest.mark.smoke
 def test_full_read_reproduces_exact_mh_bit_for_bit():
     """first_batch = N, no proxy, no adaptation: the chain equals a textbook MH chain
     (float64 potential, same keys) draw for draw."""
@@ -152,6 +153,7 @@ def test_vectorized_init_gives_each_chain_its_own_start_and_state():
 
 
 
+@pytest.mark.smoke
 def test_post_warmup_state_continues_without_retrace():
     kernel = RacingMH(normal_model)
     mcmc = MCMC(kernel, num_warmup=100, num_samples=50, progress_bar=False)
@@ -173,6 +175,7 @@ def test_post_warmup_state_continues_without_retrace():
     assert mcmc.get_samples()["mu"].shape == (50,)
 
 
+@pytest.mark.smoke
 def test_predictive_and_arviz():
     rng = np.random.default_rng(1)
     x = jnp.asarray(rng.normal(size=(2000, 2)), jnp.float32)
@@ -219,6 +222,7 @@ def uniform_lik(y):
 
 @pytest.mark.parametrize("model,match", [(no_plate, "plate"), (no_obs, "observed"),
                                          (two_plates, "data_plate"), (discrete, "RacingGibbs")])
+@pytest.mark.smoke
 def test_bad_models(model, match):
     with pytest.raises(ValueError, match=match):
         MCMC(RacingMH(model), num_warmup=1, num_samples=1, progress_bar=False).run(jax.random.PRNGKey(0), Y[:100])
