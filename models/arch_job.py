@@ -223,7 +223,6 @@ def decision_error_rate(run: ArchRun) -> dict:
 
 def make_figures(series: ReturnSeries, runs: dict, out_dir: str, *, max_lag: int = 50) -> list:
     """PNG figures: returns, posterior over q, trace and autocorrelation of q, Wang-Landau curves."""
-    import arviz as az
     import matplotlib
 
     matplotlib.use("Agg")
@@ -264,11 +263,13 @@ def make_figures(series: ReturnSeries, runs: dict, out_dir: str, *, max_lag: int
     axes[-1, 0].set_xlabel("iteration (chain 0, adjusted prior frozen)")
     save(fig, "trace_q.png")
 
+    from numpyro.diagnostics import autocorrelation  # ArviZ 1.x has no az.autocorr
+
     fig, ax = plt.subplots(figsize=(6, 3.5))
     for name, run in runs.items():
         q = run.q.astype(float)
         lags = min(max_lag, q.shape[1] - 1)
-        acf = np.mean([az.autocorr(c)[: lags + 1] if c.std() > 0 else np.ones(lags + 1) for c in q], axis=0)
+        acf = np.mean([autocorrelation(c)[: lags + 1] if c.std() > 0 else np.ones(lags + 1) for c in q], axis=0)
         ax.plot(np.arange(lags + 1), acf, label=name)
     ax.axhline(0, color="k", lw=0.5)
     ax.set_xlabel("lag")
@@ -393,7 +394,9 @@ def run_job(*, data: str = DEFAULT_SERIES, orders: Sequence[int] = DEFAULT_ORDER
     import arviz as az
 
     for m, r in runs.items():
-        az.from_numpyro(r.mcmc).to_netcdf(os.path.join(output, f"{m}.nc"))
+        # dims={}, pred_dims={}: the sites have no plate dimensions to name, and ArviZ 1.x's inference of them
+        # fails on NumPyro 0.22 (it reads numpyro.infer.initialization through a lazy module)
+        az.from_numpyro(r.mcmc, dims={}, pred_dims={}).to_netcdf(os.path.join(output, f"{m}.nc"))
     summary["figures"] = [os.path.basename(p) for p in make_figures(series, runs, output)]
     with open(os.path.join(output, "summary.json"), "w") as fh:
         json.dump(summary, fh, indent=2)
