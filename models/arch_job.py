@@ -23,6 +23,7 @@ from .arch import (
     load_returns, prepare,
     simulate_arch, validate_orders,
 )
+from .outputs import check_output
 
 __all__ = ["load_series", "bic_check", "ArchRun", "run_sampler", "diagnostics", "total_variation", "make_figures",
            "check_output", "run_job", "METHODS"]
@@ -293,37 +294,6 @@ def make_figures(series: ReturnSeries, runs: dict, out_dir: str, *, max_lag: int
     ax.legend(fontsize=7, ncol=2)
     save(fig, "wang_landau.png")
     return paths
-
-
-def check_output(output: str) -> None:
-    """Check, before any computation, that the job can write its outputs to the folder ``output``.
-
-    Creates the folder, writes and removes a small file, and writes and removes a small NetCDF-4
-    file with xarray (ArviZ writes InferenceData as NetCDF-4, which needs the ``h5netcdf`` or
-    ``netCDF4`` package).  Raises ``ValueError`` naming the problem and the fix, so that a run
-    that cannot save its results stops at once instead of after the sampling."""
-    if os.path.exists(output) and not os.path.isdir(output):
-        raise ValueError(f"output {output!r} exists and is not a folder: pass a folder path to --output")
-    try:
-        os.makedirs(output, exist_ok=True)
-        probe = os.path.join(output, f".write-check-{os.getpid()}")
-        with open(probe, "w") as fh:
-            fh.write("ok")
-        os.remove(probe)
-    except OSError as err:
-        raise ValueError(f"output {output!r} is not a writable folder ({err.strerror}): pass a writable folder "
-                         "to --output") from None
-    import xarray as xr
-
-    probe = os.path.join(output, f".netcdf-check-{os.getpid()}.nc")
-    try:
-        xr.Dataset({"x": ("draw", np.zeros(2))}).to_netcdf(probe, format="NETCDF4")
-    except (ValueError, ImportError) as err:
-        raise ValueError(f"cannot write the InferenceData files (NetCDF-4) to {output!r}: {err}. Install a NetCDF "
-                         "backend: pip install h5netcdf (included in pip install 'subsample_mcmc[models]')") from None
-    finally:
-        if os.path.exists(probe):
-            os.remove(probe)
 
 
 def run_job(*, data: str = DEFAULT_SERIES, orders: Sequence[int] = DEFAULT_ORDERS, num_adapt: int = 500,

@@ -13,7 +13,8 @@ from typing import Optional
 
 import numpy as np
 
-from .coreference import annealed_gibbs, b_cubed, load_febrl, synthetic_mentions
+from .coreference import annealed_gibbs, load_febrl, synthetic_mentions
+from .outputs import check_output
 
 __all__ = ["run_job"]
 
@@ -46,13 +47,7 @@ def run_job(*, data: str = "febrl", mentions: Optional[int] = None, seeds: int =
         raise ValueError(f"data must be 'febrl' or 'synthetic', got {data!r}")
     if sweeps < 1 or seeds < 1:
         raise ValueError(f"sweeps and seeds must be >= 1, got sweeps={sweeps}, seeds={seeds}")
-    if os.path.exists(output) and not os.path.isdir(output):
-        raise ValueError(f"output {output!r} exists and is not a folder: pass a folder path to --output")
-    try:
-        os.makedirs(output, exist_ok=True)
-    except OSError as err:
-        raise ValueError(f"output {output!r} cannot be created ({err.strerror}): pass a writable folder to --output") \
-            from None
+    check_output(output, netcdf=False)
     num = m.signatures.shape[0]
     print(f"coref: {data}, {num:,} mentions, {len(np.unique(m.entity)):,} true entities, "
           f"{int(m.block.max()) + 1} blocks; {seeds} seeds x {sweeps} sweeps; delta={delta}")

@@ -3,6 +3,7 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpyro
 import numpyro.distributions as dist
 from scipy.optimize import brentq
 
@@ -100,3 +101,17 @@ def polynomial_control_variates(x, y, noise_scale=1.0):
     return {f"degree{d}": LinearFeatureControlVariate(
         lambda v: v["beta"][None, :], lambda z, w: dist.Normal(z[0], noise_scale).log_prob(w), pm.features(x, d), y)
         for d in DEGREES}
+
+
+# -- positive data under two rate models (ModelSelection names them "exponential" and "gamma2") --
+
+def exponential(y):
+    rate = numpyro.sample("rate", dist.Gamma(1.0, 1.0))
+    with numpyro.plate("data", y.shape[0]):
+        numpyro.sample("y", dist.Exponential(rate), obs=y)
+
+
+def gamma2(y):
+    rate = numpyro.sample("rate", dist.Gamma(1.0, 1.0))
+    with numpyro.plate("data", y.shape[0]):
+        numpyro.sample("y", dist.Gamma(2.0, 2.0 * rate), obs=y)

@@ -1,16 +1,6 @@
-r"""The synthetic experiment of Sec. 5.1 / App. C.1 of Chen & Ghahramani (2016).
-
-``D`` arms with ``N`` rewards each are drawn from Normal(0, 1), Uniform[0, 1] or
-LogNormal(0, 2), then *normalised* per arm to mean ``log p_i / N`` and standard
-deviation ``sigma``, so that ``p(X = i) ∝ exp(sum_n l_{i,n}) = p_i`` is a fixed
-distribution and ``sigma`` alone sets the difficulty (0.1 very hard, 1e-4 easy,
-1e-5 very easy at N = 1e5).  We take ``p_i ∝ i`` (``i = 1..D``).  Each race draws
-Gumbel noise and identifies ``argmax_i sum_n l_{i,n} + eps_i`` (Eq. 3); it errs when
-it returns another arm than the exact argmax computed in float64 for the same
-noise.  Reported: the error rate with its Clopper-Pearson interval
-(:func:`subsample_mcmc.racing.clopper_pearson`), and the
-fraction of the ``N D`` rewards read.
-"""
+r"""The synthetic experiment of Sec. 5.1 / App. C.1 of Chen & Ghahramani (2016): its benchmark grid,
+runner and tables.  The populations and the error-rate measurement of one setting live in
+:mod:`subsample_mcmc.testing` (:func:`make_problem`, :func:`run_setting`), re-exported here."""
 
 from __future__ import annotations
 

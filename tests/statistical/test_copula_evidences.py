@@ -11,22 +11,12 @@ def test_model_selection_with_copula_pseudopriors_matches_closed_form_evidences(
     ``p(y | gamma2) = 4^n prod y_i Gamma(2n + 1) / (1 + 2S)^(2n + 1)``, ``S = sum y_i``.
     ``pseudoprior="copula"`` fits each pseudoprior to a pilot chain; the probabilities land within 3
     MCSE of the closed form and the copula fits better than the Laplace Gaussian."""
-    import numpyro
-    import numpyro.distributions as dist
     from numpyro.infer import MCMC
     from scipy.special import gammaln
 
     from subsample_mcmc import ModelSelection, model_posterior
 
-    def exponential(y):
-        rate = numpyro.sample("rate", dist.Gamma(1.0, 1.0))
-        with numpyro.plate("data", y.shape[0]):
-            numpyro.sample("y", dist.Exponential(rate), obs=y)
-
-    def gamma2(y):
-        rate = numpyro.sample("rate", dist.Gamma(1.0, 1.0))
-        with numpyro.plate("data", y.shape[0]):
-            numpyro.sample("y", dist.Gamma(2.0, 2.0 * rate), obs=y)
+    from problems import exponential, gamma2
 
     y = np.random.default_rng(4).gamma(1.5, 1.0, size=12)
     n, s = len(y), y.sum()

@@ -52,15 +52,7 @@ def test_pseudoprior_fit_flags_a_skewed_posterior():
     """Exponential rates from 12 NumPy data points: the log-rate posterior (a log-Gamma) is skewed, the
     Laplace Gaussian misses its tails, and :meth:`ModelSelection.pseudoprior_fit` says so; with 5,000
     points it is nearly Gaussian and the fit is good."""
-    def exponential(y):
-        rate = numpyro.sample("rate", dist.Gamma(1.0, 1.0))
-        with numpyro.plate("data", y.shape[0]):
-            numpyro.sample("y", dist.Exponential(rate), obs=y)
-
-    def gamma2(y):
-        rate = numpyro.sample("rate", dist.Gamma(1.0, 1.0))
-        with numpyro.plate("data", y.shape[0]):
-            numpyro.sample("y", dist.Gamma(2.0, 2.0 * rate), obs=y)
+    from problems import exponential, gamma2
 
     sd = {}
     for n in (12, 5_000):

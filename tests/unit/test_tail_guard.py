@@ -1,21 +1,12 @@
-"""The race keeps its error promise on skewed, heavy-tailed rewards (the heavy-tail battery).
-
-Every cell (reward family x D x delta) runs many races on one fixed population and
-compares each with the exact Gumbel-max draw for the same noise; the whole 99%
-Clopper-Pearson interval of the error rate must not lie above delta.  The plain
-Racing-Normal bound (``heavy_tail_guard=False``) fails the same test, which shows the
-test can fail.
-"""
+"""The heavy-tail guard's pieces: the stage moments against SciPy, and Sugden et al.'s sample-size
+rule with its widening of the bound (the battery that tests the guard's error promise is in
+tests/statistical/test_heavy_tails.py)."""
 
 import jax.numpy as jnp
 import numpy as np
 from scipy import stats
 
 from subsample_mcmc.racing.race import pair_moments, tail_guard
-
-N = 5000
-RACES = 300
-DELTAS = (0.001, 0.01, 0.05)
 
 
 def test_pair_moments_match_scipy():
