@@ -1,7 +1,7 @@
 """Runs that need a fresh interpreter: ``jax_enable_x64`` switched on before anything is traced,
 and several forced host devices (``--xla_force_host_platform_device_count``), which XLA reads only
-when its CPU backend starts.  Each test runs one script in a subprocess with the suite's XLA
-options (tests/conftest.py) plus its own."""
+when its CPU backend starts.  Each test runs one script in a subprocess with the test process's
+environment, to which the script adds its own XLA flags."""
 
 import json
 import os
