@@ -16,16 +16,19 @@ from subsample_mcmc.models.arch import simulate_arch
 
 @pytest.mark.smoke
 def test_arch_job_runs_to_the_end_on_tiny_data(tmp_path):
-    """The main job's whole path (pseudopriors, both samplers, ArviZ InferenceData written as
-    NetCDF and read back, figures, summary) on a simulated ARCH(1) series of 1,500 terms."""
+    """The main job's whole path (a user's CSV of returns read, pseudopriors, both samplers, ArviZ
+    InferenceData written as NetCDF and read back, figures, summary) on a simulated ARCH(1) series of
+    1,500 terms."""
     import arviz as az
 
     from subsample_mcmc.cli import main
 
+    r, _ = simulate_arch(1502, order=1, seed=3)  # 1,500 terms after the largest order's 2 lags
+    csv = tmp_path / "returns.csv"
+    csv.write_text("Return\n" + "\n".join(repr(float(x)) for x in r) + "\n")
     out = tmp_path / "arch"
-    rc = main(["arch", "--data", "simulated", "--simulated-size", "1500", "--simulated-order", "1",
-               "--orders", "1,2", "--num-adapt", "30", "--num-samples", "30", "--chains", "1",
-               "--output", str(out), "--no-progress", "--no-bic"])
+    rc = main(["arch", "--data", str(csv), "--orders", "1,2", "--num-adapt", "30", "--num-samples", "30",
+               "--chains", "1", "--output", str(out), "--no-progress", "--no-bic"])
     assert rc == 0
     s = json.loads((out / "summary.json").read_text())
     assert s["orders"] == [1, 2] and s["num_terms"] == 1500
@@ -50,14 +53,29 @@ def test_arch_job_refuses_an_output_it_cannot_write_before_computing(tmp_path, c
     assert "is not a folder" in capsys.readouterr().err
 
 
+def test_bad_arguments_exit_2_with_the_fix(tmp_path, capsys):
+    """Orders, a missing CSV and a chain count that the job cannot use stop it at once (exit 2) with the
+    reason and the fix."""
+    from subsample_mcmc.cli import main
+
+    out = tmp_path / "out"
+    assert main(["arch", "--orders", "0,5", "--output", str(out)]) == 2
+    assert "orders must be positive integers" in capsys.readouterr().err
+    assert main(["arch", "--data", str(tmp_path / "nope.csv"), "--output", str(out)]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert main(["arch", "--chains", "0", "--output", str(out)]) == 2
+    assert "num_chains must be a positive integer" in capsys.readouterr().err
+
+
+@pytest.mark.full_only
 def test_cli_racing_matches_exact_where_the_posterior_is_spread(tmp_path, capsys):
     """The main job from the command line on a user's CSV of returns whose posterior over q is
     genuinely spread (ARCH(2), N = 3000, about 3:1 between orders 2 and 3; two candidates keep the
-    compiled product-space step small): racing and exact
+    compiled product-space step small; full size only: the job's fixed cost (compilation, pseudopriors)
+    is most of its time, and the CI tier runs the job to its end in the smoke test): racing and exact
     p(q | r) agree in total variation within Monte Carlo error, the statistic would catch a
     sampler that kept only the modal order, the raced decisions err within delta, and the
-    outputs (InferenceData with the model index, figures, summary keys) are written; bad
-    arguments exit 2 with the fix."""
+    outputs (InferenceData with the model index, figures, summary keys) are written."""
     import arviz as az
 
     from subsample_mcmc.cli import main
@@ -88,12 +106,6 @@ def test_cli_racing_matches_exact_where_the_posterior_is_spread(tmp_path, capsys
         assert os.path.exists(out / f), f
     idata = az.from_netcdf(out / "racing.nc")
     assert idata.posterior["model"].shape == (2, 600) and "arch2.alpha" in idata.posterior
-    assert main(["arch", "--orders", "0,5", "--output", str(out)]) == 2
-    assert "orders must be positive integers" in capsys.readouterr().err
-    assert main(["arch", "--data", str(tmp_path / "nope.csv"), "--output", str(out)]) == 2
-    assert "does not exist" in capsys.readouterr().err
-    assert main(["arch", "--chains", "0", "--output", str(out)]) == 2
-    assert "num_chains must be a positive integer" in capsys.readouterr().err
 
 
 @pytest.mark.smoke
