@@ -24,7 +24,7 @@ demo: $(STAMP)
 racing-demo: $(STAMP)
 	$(PY) -m subsample_mcmc demo
 
-PYTEST := $(PY) -m pytest -n $(PYTEST_WORKERS) --durations=25 -rs
+PYTEST := $(PY) -m pytest -n $(PYTEST_WORKERS) --dist worksteal --durations=25 -rs
 
 test: $(STAMP)
 	$(PYTEST)

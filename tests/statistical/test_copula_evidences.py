@@ -2,6 +2,7 @@
 
 import jax
 import numpy as np
+import pytest
 
 
 def test_model_selection_with_copula_pseudopriors_matches_closed_form_evidences():
@@ -37,6 +38,10 @@ def test_model_selection_with_copula_pseudopriors_matches_closed_form_evidences(
         assert copula[name].log_weight_sd < fits[name].log_weight_sd, (copula, fits)
 
 
+# full size only (make test-full): the automatic pseudoprior's check runs at the CI size in
+# tests/unit/test_model_selection.py (test_pseudoprior_fit_flags_a_skewed_posterior), copula pseudopriors
+# against closed-form evidences in the test above
+@pytest.mark.full_only
 def test_auto_pseudoprior_refits_a_skewed_model_and_matches_closed_form_evidences():
     """``pseudoprior="auto"`` (the default) on Bernoulli data with one success in 40 trials: a common
     rate vs four group rates (three groups with no success: logit posteriors with long left tails the

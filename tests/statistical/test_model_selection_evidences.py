@@ -80,6 +80,9 @@ def _laplace_probabilities(X, y, models, sizes):
     return np.exp(logs) / np.exp(logs).sum()
 
 
+# full size only (make test-full): model probabilities against evidences run at the CI size in the closed-form
+# tests of this module, vectorized chains and ArviZ in the parameter-free null model's
+@pytest.mark.full_only
 def test_logistic_covariate_selection_against_laplace_evidences_vectorized_and_arviz():
     """A model the kernel was not tuned on (Bernoulli, covariate sets), chains vectorized, int
     labels: p(set | y) within 3 MCSE of the Laplace evidences (exact to O(1/N) here); ArviZ shows

@@ -27,8 +27,10 @@ asks more (no visible bias at the Monte Carlo resolution of a CI-sized run).
 Also: the kernel reports ``num_likelihood_evals`` per step (ArviZ ``sample_stats``),
 finite and positive.  No timing thresholds; all seeds fixed.
 
-Entries with ``extended=True`` run only with ``ZOO_EXTENDED=1`` (CI time: each case
-costs 20-80 CPU-seconds, mostly XLA compilation of the kernel and of the reference).
+Each case costs 20-80 CPU-seconds, mostly XLA compilation of the kernel and of the
+reference.  ``make test`` runs the entries with ``ci=True`` (one of each kernel, each kind
+of reference, x64, the dtypes and site kinds that broke kernels before); ``make test-full``
+runs every entry, those with ``extended=True`` included (``ZOO_EXTENDED=1``).
 Entries with ``x64=True`` run (kernel and reference) under ``jax.enable_x64(True)``.
 
 ``pytest tests/statistical/test_model_zoo.py -n 2 -rP`` prints one summary line per case.
@@ -170,7 +172,7 @@ def compare(samples, reference):
 def _cases():
     for entry in ZOO:
         for kname in entry.kernels:
-            marks = [pytest.mark.xdist_group(entry.name)]
+            marks = [pytest.mark.xdist_group(entry.name)] + ([] if entry.ci else [pytest.mark.full_only])
             if entry.extended and not os.environ.get("ZOO_EXTENDED"):
                 marks.append(pytest.mark.skip(reason="extended zoo entry: set ZOO_EXTENDED=1 to run it"))
             if kname in entry.xfail:
@@ -243,9 +245,14 @@ def _conformance(name, kernel_name):
 
 
 def test_registry_covers_the_required_kinds():
-    """The zoo keeps its breadth: at least 15 models in the default run, NumPy data of
-    several dtypes, all three kinds of reference."""
+    """The zoo keeps its breadth: at least 15 models in the full run and its CI part
+    covering every kernel and every kind of reference, NumPy data of several dtypes, all
+    three kinds of reference."""
     assert sum(not e.extended for e in ZOO) >= 15
+    ci = [e for e in ZOO if e.ci and not e.extended]
+    assert {e.reference for e in ci} == {"nuts", "discrete_hmc_gibbs", "exact"}
+    assert {k for e in ci for k in e.kernels} >= {"racing_mh", "racing_gibbs", "racing_gibbs_mh"}
+    assert any(e.x64 for e in ci) and any(not e.x64 for e in ci)
     dtypes = set()
     for entry in ZOO:
         args, kwargs = entry.data()

@@ -57,6 +57,9 @@ class Entry:
         plate_size: N, the size of the data plate.
         x64: run kernel and reference under ``jax.enable_x64(True)`` (as a user who
             wants float64 would).
+        ci: run at the CI size (``make test``); ``False``: at the full size only (``make
+            test-full``).  The CI run keeps one case of each kernel, each kind of reference,
+            x64, and the dtypes and site kinds that broke kernels before.
         extended: run only with ``ZOO_EXTENDED=1`` (kept out of the default run for CI time).
         xfail: ``{kernel name: reason}`` for kernels with a known, precisely described failure.
     """
@@ -75,6 +78,7 @@ class Entry:
     ref_init_strategy: Optional[Callable] = None
     plate_size: int = 0
     x64: bool = False
+    ci: bool = True
     extended: bool = False
     xfail: Mapping[str, str] = field(default_factory=dict)
 
@@ -473,24 +477,25 @@ ZOO = (
     Entry("logistic_regression", "logistic regression (float32 X, int64 labels)", logistic_regression,
           logistic_data, {"racing_mh": racing_mh}, plate_size=5000),
     Entry("probit_regression", "probit regression (norm.cdf link, float64)", probit_regression,
-          probit_data, {"racing_mh": racing_mh}, plate_size=5000),
+          probit_data, {"racing_mh": racing_mh}, plate_size=5000, ci=False),
     Entry("poisson_exposure", "Poisson GLM with an exposure offset (int64 counts)", poisson_exposure,
-          poisson_data, {"racing_mh": racing_mh}, plate_size=5000),
+          poisson_data, {"racing_mh": racing_mh}, plate_size=5000, ci=False),
     Entry("negative_binomial", "negative binomial GLM (NegativeBinomial2, float32/int32)", negative_binomial,
-          negbin_data, {"racing_mh": racing_mh}, plate_size=4000),
+          negbin_data, {"racing_mh": racing_mh}, plate_size=4000, ci=False),
     Entry("robust_student_t", "robust Student-t regression, nu continuous (float64, x64 on)",
           robust_regression, robust_data, {"racing_mh": racing_mh}, plate_size=4000, x64=True),
     Entry("heteroscedastic", "heteroscedastic regression, log-scale linear in x", heteroscedastic,
-          hetero_data, {"racing_mh": racing_mh}, plate_size=5000),
+          hetero_data, {"racing_mh": racing_mh}, plate_size=5000, ci=False),
     Entry("dirichlet_categorical", "simplex (Dirichlet weights), conjugate", dirichlet_categorical,
-          dirichlet_data, {"racing_mh": racing_mh}, reference="exact", exact=dirichlet_exact, plate_size=3000),
+          dirichlet_data, {"racing_mh": racing_mh}, reference="exact", exact=dirichlet_exact, plate_size=3000,
+          ci=False),
     Entry("gamma_poisson_groups", "positive vector (Gamma rates by group index), conjugate",
           gamma_poisson_groups, groups_data, {"racing_mh": racing_mh}, reference="exact", exact=groups_exact,
-          plate_size=4000),
+          plate_size=4000, ci=False),
     Entry("weibull_survival", "censoring factor in the plate, factor outside, deterministic sites",
           weibull_survival, survival_data, {"racing_mh": racing_mh}, plate_size=4000),
     Entry("two_outcomes", "two observed sites in one plate (Normal + Poisson, shared slope)", two_outcomes,
-          two_outcomes_data, {"racing_mh": racing_mh}, plate_size=4000),
+          two_outcomes_data, {"racing_mh": racing_mh}, plate_size=4000, ci=False),
     Entry("student_dof_grid", "discrete global site alone (dof on a grid), exact enumeration, x64 on",
           student_dof_grid, dof_data, {"racing_gibbs": lambda m: RacingGibbs(m)}, reference="exact",
           exact=dof_exact, num_warmup=100, num_samples=1000, plate_size=5000, x64=True),
@@ -501,12 +506,12 @@ ZOO = (
           dof_mixed_data, {"racing_gibbs_nuts": lambda m: RacingGibbs(m, inner_kernel=NUTS(m))},
           reference="discrete_hmc_gibbs", plate_size=3000, extended=True),
     Entry("gaussian_mixture", "hand-marginalised mixture (MixtureSameFamily, separated)", gaussian_mixture,
-          mixture_data, {"racing_mh": racing_mh}, ref_init_strategy=init_to_median, plate_size=3000),
+          mixture_data, {"racing_mh": racing_mh}, ref_init_strategy=init_to_median, plate_size=3000, ci=False),
     # the default random walk needs O(d) more steps than a CI run affords at d = 50
     # (ESS 6-39 of 6,000 draws): the Langevin proposal of the same kernel instead
     Entry("logistic_d50", "logistic regression, d = 50 (Langevin proposal)", logistic_regression,
           logistic_d50_data, {"racing_mh_langevin": lambda m: RacingMH(m, proposal="langevin")},
-          plate_size=5000),
+          plate_size=5000, ci=False),
     Entry("ordinal_regression", "ordered cutpoints (OrderedTransform), ordinal logistic", ordinal_regression,
           ordinal_data, {"racing_mh": racing_mh}, plate_size=4000, extended=True),
     Entry("varying_intercepts", "group intercepts in a second, latent plate", varying_intercepts,

@@ -65,6 +65,10 @@ def test_pseudoprior_fit_flags_a_skewed_posterior():
     assert sd[12] > 0.1 and sd[5_000] < 0.3 * sd[12], sd
 
 
+# full size only (make test-full): at the CI size x64 ModelSelection runs in the parameter-free null model's
+# test (test_model_selection_evidences), pandas .values in the zoo (linear_regression), method='exact' in
+# test_check_decisions_error_rate_within_delta_and_pseudopriors_reused
+@pytest.mark.full_only
 def test_exact_method_x64_pandas_and_keyword_data():
     """x64 on, pandas ``.values`` passed by keyword, ``method="exact"`` (the full-data sampler):
     the same closed-form answer."""
@@ -223,6 +227,9 @@ def test_linear_feature_control_variate_mistakes_get_errors_that_name_it_and_the
         no_response.check(model_ll, values, name="control_variate['m1']")
 
 
+# full size only (make test-full): ModelSelection with control variates runs at the CI size in the exactly_read
+# tests, vectorized ModelSelection chains in the parameter-free null model's test (test_model_selection_evidences)
+@pytest.mark.full_only
 def test_linear_feature_control_variate_with_vectorized_chains():
     """A user's control variates with chain_method="vectorized" (NumPy data, keyword ``y``): the control
     variate's state fields carry the chain axis once (a closed-over copy came out with two, and every chain's
@@ -240,28 +247,20 @@ def test_linear_feature_control_variate_with_vectorized_chains():
 
 
 
-def test_the_exactly_read_sums_are_kept_for_the_next_mh_race_and_change_no_draw():
-    """The model race sums every model's log-likelihood over the control variate's exactly-read points;
-    the state keeps those sums, and the next sweep's MH race of the model drawn takes its current
-    parameters' sum from them instead of reading the points again. NumPy float64 data, keyword ``y``:
-    after a run the kept sums are each model's features likelihood (the control variate's own code path)
-    summed over those points at the state's parameters; sweeps from the same state with the cache and
-    without it (``exact_sums=None``: the races read the points themselves) draw the same models and
-    parameters, and the cache's sweeps count exactly the points they did not read, a multiple of their
-    number, fewer."""
+# the two tests of what the state keeps from the exactly-read points at the full size only (make
+# test-full: three compilations of a ModelSelection sweep); at the CI size ModelSelection with control
+# variates runs in test_linear_feature_control_variate_closed_form_and_checked_against_the_model
+@pytest.fixture(scope="module")
+def exactly_read():
+    """One ModelSelection run with the polynomial control variates (NumPy float64 data, ``x`` positional,
+    ``y`` keyword; Laplace pseudopriors: the pilots are not under test here), its kernel, the data, and
+    one compiled program of 60 sweeps from a state, shared by the two tests of what the state keeps from
+    the control variate's exactly-read points."""
     x, y = balanced_polynomial(5_000, seed=4)
     cvs = _polynomial_control_variates(x, y)
-    kernel = ModelSelection(pm.polynomial_models(DEGREES), control_variate=cvs)
+    kernel = ModelSelection(pm.polynomial_models(DEGREES), control_variate=cvs, pseudoprior="laplace")
     mcmc = MCMC(kernel, num_warmup=100, num_samples=50, progress_bar=False)
     mcmc.run(jax.random.PRNGKey(7), x, y=y)
-    state = mcmc.last_state
-    n_exact = state.exact_indices.shape[0]
-    assert n_exact > 0 and state.exact_sums.shape == (len(DEGREES),)
-    for j, (name, inner) in enumerate(zip(kernel.names, state.inner_states)):
-        beta = np.asarray(inner.z["beta"])
-        per_point = cvs[name].log_likelihood_points(jnp.asarray(beta)[None, :])
-        expected = float(np.sum(np.asarray(per_point)[np.asarray(state.exact_indices)]))
-        assert np.isclose(float(state.exact_sums[j]), expected, rtol=1e-5, atol=1e-3), (name, state.exact_sums, expected)
 
     @jax.jit
     def sweeps(st):
@@ -271,49 +270,58 @@ def test_the_exactly_read_sums_are_kept_for_the_next_mh_race_and_change_no_draw(
                         st.num_likelihood_evals, st.mh_race_stage)
         return jax.lax.scan(body, st, None, length=60)[1]
 
-    k1, b1, e1, mh1 = sweeps(state)
+    state = mcmc.last_state
+    return x, y, cvs, kernel, state, sweeps, [np.asarray(v) for v in sweeps(state)]
+
+
+@pytest.mark.full_only
+def test_the_exactly_read_sums_are_kept_for_the_next_mh_race_and_change_no_draw(exactly_read):
+    """The model race sums every model's log-likelihood over the control variate's exactly-read points;
+    the state keeps those sums, and the next sweep's MH race of the model drawn takes its current
+    parameters' sum from them instead of reading the points again. NumPy float64 data, keyword ``y``:
+    after a run the kept sums are each model's features likelihood (the control variate's own code path)
+    summed over those points at the state's parameters; sweeps from the same state with the cache and
+    without it (``exact_sums=None``: the races read the points themselves) draw the same models and
+    parameters, and the cache's sweeps count exactly the points they did not read, a multiple of their
+    number, fewer."""
+    x, y, cvs, kernel, state, sweeps, (k1, b1, e1, mh1) = exactly_read
+    n_exact = state.exact_indices.shape[0]
+    assert n_exact > 0 and state.exact_sums.shape == (len(DEGREES),)
+    for j, (name, inner) in enumerate(zip(kernel.names, state.inner_states)):
+        beta = np.asarray(inner.z["beta"])
+        per_point = cvs[name].log_likelihood_points(jnp.asarray(beta)[None, :])
+        expected = float(np.sum(np.asarray(per_point)[np.asarray(state.exact_indices)]))
+        assert np.isclose(float(state.exact_sums[j]), expected, rtol=1e-5, atol=1e-3), (name, state.exact_sums, expected)
+
     k0, b0, e0, mh0 = sweeps(state._replace(exact_sums=None))
-    np.testing.assert_array_equal(np.asarray(k1), np.asarray(k0))
-    np.testing.assert_allclose(np.asarray(b1), np.asarray(b0), rtol=1e-5, atol=1e-6)
-    saved = np.asarray(e0, np.int64) - np.asarray(e1, np.int64)
-    raced_mh = np.asarray(mh1) > 0
+    np.testing.assert_array_equal(k1, np.asarray(k0))
+    np.testing.assert_allclose(b1, np.asarray(b0), rtol=1e-5, atol=1e-6)
+    saved = np.asarray(e0, np.int64) - e1.astype(np.int64)
+    raced_mh = mh1 > 0
     assert raced_mh.sum() > 30, mh1
     # one sweep: the MH race read the current parameters' points only where the last sweep's race left no sum
     np.testing.assert_array_equal(saved[raced_mh], n_exact)
     np.testing.assert_array_equal(saved[~raced_mh], 0)
 
 
-def test_the_exactly_read_rows_are_gathered_once_and_change_no_draw():
+@pytest.mark.full_only
+def test_the_exactly_read_rows_are_gathered_once_and_change_no_draw(exactly_read):
     """A plain model's per-datum arguments (NumPy ``x`` positional, ``y`` keyword) are gathered at the control
     variate's exactly-read points once per chain: the state holds exactly those rows, in the order the model
     reads its arguments, and sweeps from the same state with them and without them (``exact_rows=None``: every
     race gathers the rows again) draw the same models and parameters and count the same evaluations. A model
     that indexes its data itself (``x[idx]`` with the plate's indices) keeps none: only it can gather its rows."""
-    x, y = balanced_polynomial(5_000, seed=4)
-    kernel = ModelSelection(pm.polynomial_models(DEGREES), control_variate=_polynomial_control_variates(x, y),
-                            pseudoprior="laplace")
-    mcmc = MCMC(kernel, num_warmup=100, num_samples=50, progress_bar=False)
-    mcmc.run(jax.random.PRNGKey(7), x, y=y)
-    state = mcmc.last_state
+    x, y, _, _, state, sweeps, (k1, b1, e1, _) = exactly_read
     exact = np.asarray(state.exact_indices)
     assert len(state.exact_rows) == 2
     np.testing.assert_array_equal(np.asarray(state.exact_rows[0]), x[exact].astype(np.float32))
     np.testing.assert_array_equal(np.asarray(state.exact_rows[1]), y[exact].astype(np.float32))
 
-    @jax.jit
-    def sweeps(st):
-        def body(st, _):
-            st = kernel.sample(st, (x,), {"y": y})
-            return st, (st.z["model"], jnp.concatenate([s.z["beta"] for s in st.inner_states]),
-                        st.num_likelihood_evals)
-        return jax.lax.scan(body, st, None, length=60)[1]
-
-    k1, b1, e1 = sweeps(state)
-    k0, b0, e0 = sweeps(state._replace(exact_rows=None))
-    assert len(np.unique(np.asarray(k1))) > 1
-    np.testing.assert_array_equal(np.asarray(k1), np.asarray(k0))
-    np.testing.assert_allclose(np.asarray(b1), np.asarray(b0), rtol=1e-5, atol=1e-6)
-    np.testing.assert_array_equal(np.asarray(e1), np.asarray(e0))
+    k0, b0, e0, _ = sweeps(state._replace(exact_rows=None))
+    assert len(np.unique(k1)) > 1
+    np.testing.assert_array_equal(k1, np.asarray(k0))
+    np.testing.assert_allclose(b1, np.asarray(b0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(e1, np.asarray(e0))
 
     def self_indexed(degree):
         def model(x, y=None):
@@ -432,6 +440,9 @@ def test_model_posterior_warns_when_a_few_visits_decide():
         assert model_posterior(run).effective_draws > 3000
 
 
+# full size only (make test-full): the hand-over of a race out of budget is checked at the CI size by
+# test_races_out_of_budget_draw_the_model_exactly
+@pytest.mark.full_only
 def test_a_race_out_of_budget_sums_only_the_models_it_kept():
     """A race undecided at its budget may have eliminated some models; the exact draw that replaces it
     sums only the survivors (``RaceResult.alive``: the race run on to ``T = N`` returns the best of them), so
@@ -488,6 +499,10 @@ def _location_scale(family):
     return model
 
 
+# full size only (make test-full): the exact model draw is checked at the CI size by
+# test_small_data_draws_the_model_exactly_and_stays_right, RacingMH's kink check by
+# test_a_kinked_likelihood_is_sampled_by_the_exact_step
+@pytest.mark.full_only
 def test_a_kinked_candidate_draws_the_model_index_exactly():
     """A Laplace candidate beside a Student-t one: the Laplace likelihood's kink makes its Taylor proxy
     linear (Hessian 0 per datum), so the model race, which reads the proxies' residuals, disagreed with
@@ -532,6 +547,10 @@ def _shifted_exponential(a, b):
     return model
 
 
+# full size only (make test-full): the exact model draw is checked at the CI size by
+# test_small_data_draws_the_model_exactly_and_stays_right, RacingMH's moving support by
+# test_a_likelihood_whose_support_moves_with_the_parameters_is_sampled_by_the_exact_step
+@pytest.mark.full_only
 def test_candidates_whose_support_moves_draw_the_model_index_exactly():
     """Two shifted exponentials that differ in their rate prior (Gamma(2, 1), Gamma(20, 10)): each
     candidate's mode lies on the edge of its support (loc = min(y)), where a race cannot see the few data

@@ -45,8 +45,13 @@ def _posterior():
     return float(np.sum(np.asarray(Y, np.float64)) / 4.0 / prec), prec**-0.5
 
 
-@pytest.mark.parametrize("model", [normal_model, ecs_normal_model])
-@pytest.mark.parametrize("proposal", ["langevin", "random_walk"])
+# at the CI size each model with one proposal, each proposal with one model; the other two pairs
+# at the full size only (make test-full)
+@pytest.mark.parametrize("model,proposal", [
+    (normal_model, "random_walk"), (ecs_normal_model, "langevin"),
+    pytest.param(normal_model, "langevin", marks=pytest.mark.full_only),
+    pytest.param(ecs_normal_model, "random_walk", marks=pytest.mark.full_only),
+])
 def test_conjugate_posterior_mcse_z(model, proposal):
     """Posterior mean within 4 ArviZ MCSEs of the analytic mean; sd within 10%."""
     mean, sd = _posterior()
@@ -103,6 +108,9 @@ def test_full_read_reproduces_exact_mh_bit_for_bit():
     assert 0 < accepted < steps
 
 
+# full size only (make test-full): RacingMH against NUTS on a logistic regression runs at the CI size in the zoo
+# (logistic_regression), the Langevin proposal in test_conjugate_posterior_mcse_z
+@pytest.mark.full_only
 def test_logistic_regression_matches_nuts():
     rng = np.random.default_rng(0)
     n, d = 5000, 3
@@ -320,6 +328,9 @@ def _hierarchical_normal():
     return model, (g, y), {"tau": quantiles(post.sum(1), tau[:, 0]), "mu": quantiles(post.sum(0), mu[0])}
 
 
+# full size only (make test-full): two runs of 4 x 4,000 steps; the proposal rule's random-walk branch is
+# checked at the CI size by test_default_block_of_a_gibbs_kernel_is_the_random_walk and the zoo
+@pytest.mark.full_only
 def test_default_covers_the_tails_of_a_hierarchical_model():
     """RacingMH(model) with its defaults, and with the opt-in Student-t Crank-Nicolson, on a
     centred hierarchical model: the chains put about 1% of their draws beyond each exact 1%
@@ -341,6 +352,9 @@ def test_default_covers_the_tails_of_a_hierarchical_model():
             assert 0.004 < np.mean(draws > q99) < 0.03, (proposal, site, np.mean(draws > q99))
 
 
+# full size only (make test-full): the default Crank-Nicolson-t move of a GLM runs at the CI size in the zoo's
+# regressions (RacingMH(model), defaults)
+@pytest.mark.full_only
 def test_default_moves_a_glm_by_crank_nicolson_t():
     """On a logistic regression with an intercept and correlated 0/1 dummies (NumPy float64
     data, as from pandas), target / Laplace t is bounded (Pareto k < 0): the default moves by
@@ -477,6 +491,9 @@ def _race_reads_per_step(mcmc):
     return float(np.mean(evals[racing])) / mcmc.sampler._cost("point")
 
 
+# full size only (make test-full): the third-order proxy is checked at the CI size by
+# test_third_order_proxy_keeps_the_posterior
+@pytest.mark.full_only
 @pytest.mark.filterwarnings("ignore:RacingMH. 1 of 2 chains sample by the exact MH step:UserWarning")
 def test_automatic_taylor_order_takes_the_cheaper_race():
     """``taylor_order=None`` (the default) adds the third-order term where the second-order race's
@@ -511,6 +528,9 @@ def test_automatic_taylor_order_takes_the_cheaper_race():
     assert kernel.proxy_order == 2
 
 
+# full size only (make test-full): the third-order proxy is checked at the CI size by
+# test_third_order_proxy_keeps_the_posterior, x64 by the zoo's x64 entries
+@pytest.mark.full_only
 def test_automatic_taylor_order_under_x64_weighs_the_residuals_tails():
     """Under ``jax_enable_x64`` the residuals' own heavy tails (``(x' D)^4`` of a Gaussian covariate,
     the rare dummies), hidden by rounding in float32, make the race's heavy-tail guard read thousands
@@ -552,6 +572,9 @@ def test_taylor_order_and_first_batch_are_checked_when_the_kernel_is_built():
     assert kernel.proxy_order is None
 
 
+# full size only (make test-full): the default tie band runs in every RacingMH test at the CI size; this is its
+# comparison with tie_share=0 on N = 60,000
+@pytest.mark.full_only
 def test_tie_share_default_agrees_with_races_right_for_every_u_and_never_reads_all_n():
     """The default tie band (``tie_share=0.8``) against ``tie_share=0`` on a logistic regression with NumPy
     float64 data (N = 60,000, correlated covariates, 2 vectorized chains each): posterior means agree
