@@ -14,7 +14,9 @@ Tiers (the folder a test lives in; ``-m unit|statistical|e2e`` selects one):
 Sizes: ``SUBSAMPLE_MCMC_TEST_SIZE=ci`` (the default, what ``make test`` runs) or ``full``
 (``make test-full``).  A statistical test reads its size from :func:`sizes.size` and states
 in its docstring what a wrong implementation scores at the CI size.  Tests marked
-``full_only`` run only at the full size.  ``smoke`` marks the part of the suite that
+``full_only`` run only at the full size: the model zoo's entries beyond its CI part, and
+integration runs (mostly XLA compilation: tens of seconds each) whose path a cheaper test
+covers at the CI size; a comment above each names that test.  ``smoke`` marks the part of the suite that
 ``.ci/run`` also runs on the newest stack (``make test-newest``).
 """
 

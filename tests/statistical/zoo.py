@@ -57,6 +57,9 @@ class Entry:
         plate_size: N, the size of the data plate.
         x64: run kernel and reference under ``jax.enable_x64(True)`` (as a user who
             wants float64 would).
+        power_sd_factor: the sd error the case must catch: the kernel's draws with every continuous
+            component's spread scaled by it (a mutant) must fail the sd z-test (asserted for the
+            ``ci`` entries, for the others with ``ZOO_REQUIRE_POWER=1``).
         ci: run at the CI size (``make test``); ``False``: at the full size only (``make
             test-full``).  The CI run keeps one case of each kernel, each kind of reference,
             x64, and the dtypes and site kinds that broke kernels before.
@@ -78,6 +81,7 @@ class Entry:
     ref_init_strategy: Optional[Callable] = None
     plate_size: int = 0
     x64: bool = False
+    power_sd_factor: float = 1.10
     ci: bool = True
     extended: bool = False
     xfail: Mapping[str, str] = field(default_factory=dict)
@@ -501,7 +505,8 @@ ZOO = (
           exact=dof_exact, num_warmup=100, num_samples=1000, plate_size=5000, x64=True),
     Entry("change_point", "mixed: discrete change point + continuous levels (inner RacingMH)", change_point,
           change_point_data, {"racing_gibbs_mh": lambda m: RacingGibbs(m, inner_kernel=RacingMH(m))},
-          reference="discrete_hmc_gibbs", plate_size=3100),
+          reference="discrete_hmc_gibbs", plate_size=3100,
+          power_sd_factor=1.30),
     Entry("student_dof_mixed", "mixed: discrete dof + continuous loc/scale (inner NUTS)", student_dof_mixed,
           dof_mixed_data, {"racing_gibbs_nuts": lambda m: RacingGibbs(m, inner_kernel=NUTS(m))},
           reference="discrete_hmc_gibbs", plate_size=3000, extended=True),

@@ -592,6 +592,10 @@ def test_candidates_whose_support_moves_draw_the_model_index_exactly():
     assert np.all(np.abs(z) < 3), (post, exact)
 
 
+# full size only (make test-full): the hand-over of a race out of budget to the exact test with the same random
+# numbers is checked at the CI size for the MH race
+# (tests/unit/test_kernels.py::test_a_race_out_of_budget_hands_over_to_the_exact_test_with_the_same_u)
+@pytest.mark.full_only
 def test_races_out_of_budget_draw_the_model_exactly():
     """``max_race_fraction``: a race still undecided at its budget (here its first stage, 10 points) hands
     over to the exact draw with the same Gumbel noise (and the MH race to the exact test with the same

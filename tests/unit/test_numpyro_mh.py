@@ -13,7 +13,6 @@ from numpyro.infer import MCMC, NUTS, Predictive
 
 from subsample_mcmc.kernels import random_walk
 from subsample_mcmc.numpyro import RacingMH
-from sizes import size
 
 N = 20_000
 Y = jax.random.normal(jax.random.PRNGKey(0), (N,)) * 2.0 + 1.0
@@ -459,7 +458,7 @@ def test_third_order_proxy_keeps_the_posterior():
     y = rng.poisson(np.exp(X @ np.array([-1.0, 0.4, 0.8])))
     runs = {}
     for order in (2, 3):
-        mcmc = MCMC(RacingMH(_poisson_beta, taylor_order=order), num_warmup=300, num_samples=size(1000, 3000),
+        mcmc = MCMC(RacingMH(_poisson_beta, taylor_order=order), num_warmup=300, num_samples=3000,
                     progress_bar=False)
         mcmc.run(jax.random.PRNGKey(0), X, y=y)
         runs[order] = mcmc
@@ -504,8 +503,8 @@ def test_automatic_taylor_order_takes_the_cheaper_race():
     X, y = _dummies_logistic(50_000)
     runs = {}
     for order in (None, 2):
-        mcmc = MCMC(RacingMH(_logistic_beta, taylor_order=order), num_warmup=size(300, 500),
-                    num_samples=size(1000, 3000), num_chains=2, chain_method="vectorized", progress_bar=False)
+        mcmc = MCMC(RacingMH(_logistic_beta, taylor_order=order), num_warmup=500,
+                    num_samples=3000, num_chains=2, chain_method="vectorized", progress_bar=False)
         mcmc.run(jax.random.PRNGKey(0), X, y=y, extra_fields=("num_likelihood_evals",))
         runs[order] = mcmc
     auto = runs[None]

@@ -434,9 +434,11 @@ def _chain_means_agree_with_nuts_mode(mcmc, x, y):
     assert max(float(rhat[k].max()) for k in post) < 1.05
 
 
-# init_strategy="prior" at the full size only (make test-full): at the CI size its start is checked by
+# at the full size only (make test-full): at the CI size the start from init_params far out is checked by
+# test_one_ascent_from_init_params_far_out_reaches_the_mode, init_strategy="prior" by
 # test_prior_strategy_draws_from_the_prior
-@pytest.mark.parametrize("how", ["init_params", pytest.param("prior", marks=pytest.mark.full_only)])
+@pytest.mark.full_only
+@pytest.mark.parametrize("how", ["init_params", "prior"])
 def test_start_far_from_the_mode_still_samples_the_posterior(negbin_data, how):
     """Before: with init_params far out (b = (1, 1, -1), r = 0.5) the proxy and the Laplace
     covariance were built there; the chains stalled (acceptance 0.999, R-hat 10, no warning).
