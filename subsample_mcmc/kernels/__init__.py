@@ -32,7 +32,7 @@ from .proposals import (
 )
 from .product_space import (
     Pseudoprior, PseudopriorFit, laplace_adjustment, model_log_f0, model_probabilities, proxy_sums, pseudoprior, pseudoprior_draw,
-    pseudoprior_fit, pseudoprior_log_density, wang_landau_update,
+    pseudoprior_fit, pseudoprior_log_density, shared_space_arms, wang_landau_update,
 )
 from .proxy import TaylorProxy, proxy_per_datum, proxy_residual, proxy_sum, taylor_proxy
 
@@ -46,5 +46,5 @@ __all__ = [
     "LaplaceApproximation", "laplace_approximation", "fit_laplace", "inverse_mass",
     "evaluation_equivalents",
     "Pseudoprior", "pseudoprior", "pseudoprior_draw", "pseudoprior_log_density", "model_log_f0",
-    "proxy_sums", "laplace_adjustment", "PseudopriorFit", "pseudoprior_fit", "wang_landau_update", "model_probabilities",
+    "proxy_sums", "laplace_adjustment", "PseudopriorFit", "pseudoprior_fit", "wang_landau_update", "shared_space_arms", "model_probabilities",
 ]

@@ -47,7 +47,7 @@ from .proxy import TaylorProxy, proxy_sum
 __all__ = ["Pseudoprior", "pseudoprior", "pseudoprior_draw", "pseudoprior_log_density", "model_log_f0",
            "proxy_sums", "laplace_adjustment", "wang_landau_step_size", "wang_landau_update",
            "model_probabilities", "PseudopriorFit", "pseudoprior_fit", "yeo_johnson", "yeo_johnson_inverse",
-           "copula_pseudoprior"]
+           "copula_pseudoprior", "shared_space_arms"]
 
 _LOG_2PI = float(np.log(2 * np.pi))
 
@@ -173,6 +173,38 @@ def copula_pseudoprior(draws: jax.Array, num_lambdas: int = 41, shrinkage: float
     w = shrinkage / (s + shrinkage)
     cov = (1.0 - w) * cov + w * 1e-3 * jnp.eye(cov.shape[0], dtype=x.dtype)
     return Pseudoprior(jnp.mean(v, 0), jnp.linalg.cholesky(cov), loc, spread, lam)
+
+
+def shared_space_arms(key: jax.Array, current: jax.Array, theta: jax.Array,
+                      g: Pseudoprior) -> tuple[jax.Array, jax.Array]:
+    r"""Step 1 of the sweep where the ``K`` candidates share one parameter space (the values of a
+    discrete site beside continuous ones): ``theta_j ~ g_j`` for every ``j != k`` and
+    ``theta_k = theta``, the current point.
+
+    With ``p(j, theta)`` the joint posterior of the discrete value and the continuous sites, the
+    augmented target ``p(k, theta_k) prod_{j != k} g_j(theta_j)`` is Carlin & Chib's (Eq. 25 with
+    one parameter vector per value), so drawing ``j`` from
+    ``p(j | theta_1..K, y) ∝ p(j, theta_j | y) / g_j(theta_j)`` (a race over the ``K`` arms,
+    ``log f0(j)`` from :func:`model_log_f0`) and keeping ``theta_j`` leaves ``p(k, theta | y)``
+    invariant: a move of the discrete value *and* the continuous sites together, which a
+    one-site-at-a-time Gibbs chain cannot make where each value moves the continuous conditional
+    many sds.  With ``g_j`` the Laplace approximation of ``p(theta | j, y)`` the ratio
+    ``p(j, theta_j | y) / g_j(theta_j)`` is nearly the evidence of ``j``, so the draw is nearly
+    from ``p(j | y)``.
+
+    Args:
+        key: PRNG key for the draws.
+        current: index ``k`` of the current value among the ``K``.
+        theta: ``[p]`` the current point.
+        g: the ``K`` pseudopriors stacked over a leading axis (``mean [K, p]``, ``scale
+            [K, p, p]`` or ``[K, p]``).
+    Returns:
+        ``(thetas [K, p], log g_j(theta_j) [K])``.
+    """
+    num = g.mean.shape[0]
+    draws = jax.vmap(pseudoprior_draw)(jax.random.split(key, num), g).astype(theta.dtype)
+    thetas = jnp.where((jnp.arange(num) == current)[:, None], theta[None, :], draws)
+    return thetas, jax.vmap(pseudoprior_log_density)(thetas, g)
 
 
 def model_log_f0(log_prior_model: jax.Array, log_adjustment: jax.Array, log_prior_params: jax.Array,

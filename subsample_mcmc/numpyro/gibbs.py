@@ -28,6 +28,8 @@ from numpyro.infer.gibbs import conditioned, with_conditioning
 from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import is_prng_key
 
+from ..kernels.laplace import fit_laplace
+from ..kernels.product_space import Pseudoprior, model_log_f0, shared_space_arms
 from ..racing import sample_discrete, sample_discrete_exact
 from ..racing.race import _run_at_most_once, first_batch_spread
 from ..racing.discrete import check_tie_share
@@ -55,6 +57,16 @@ class RacingGibbsState(NamedTuple):
     #: at init, with an inner RacingMH: the largest factor by which another discrete value changes the
     #: continuous conditional's curvature against the proposal's mass matrix (NaN when not measured)
     inner_scale_ratio: Any = jnp.nan
+    #: the Laplace approximation of the continuous sites' conditional posterior (flat, unconstrained) in
+    #: each joint discrete configuration, stacked (a Pseudoprior over configurations), or None: what
+    #: the joint moves draw the continuous sites from (:meth:`RacingGibbs._joint_laplace`)
+    joint_laplace: Any = None
+    #: whether this chain makes joint moves (decided at init: another configuration's conditional mode
+    #: lies more than ``_COUPLED_SDS`` posterior sds from the best one's)
+    joint_moves: Any = False
+    #: at init, the largest distance in posterior sds between a configuration's conditional mode and the
+    #: best configuration's (NaN when not measured)
+    coupling_sds: Any = jnp.nan
 
     @property
     def accept_prob(self) -> jax.Array:
@@ -72,6 +84,12 @@ _MAX_CACHED_CONFIGURATIONS = 256
 # an inner RacingMH warns when another discrete value changes the continuous conditional's curvature more
 # than this many times against its proposal's (a factor 2 in sd)
 _INNER_SCALE_MAX = 4.0
+# joint moves of the discrete and continuous sites are prepared for up to this many joint discrete
+# configurations (one full-data Laplace fit each at init)
+_MAX_JOINT_CONFIGURATIONS = 64
+# and made when a configuration's conditional mode lies more than this many posterior sds (of the best
+# configuration's conditional, coordinate-wise) from the best configuration's mode
+_COUPLED_SDS = 2.0
 
 
 class RacingGibbs(InitOnceKernel):
@@ -104,6 +122,26 @@ class RacingGibbs(InitOnceKernel):
     configuration (a full-data pass the first time a configuration is visited) and
     kept in the state (up to 256 configurations; beyond, recomputed at every change),
     so a chain that moves among visited configurations costs O(points read) per step.
+
+    **Coupled discrete and continuous sites.**  Where a discrete value moves the continuous
+    sites' conditional posterior by many posterior sds (a degrees-of-freedom grid beside a
+    scale, a change point beside its segments' levels), a one-site-at-a-time chain cannot
+    leave the configuration it started in: at the continuous values that fit it, every other
+    value is worse.  At init RacingGibbs fits the Laplace approximation
+    ``g_c = N(m_c, S_c)`` of the continuous sites' conditional (unconstrained, full data,
+    safeguarded Newton) in each joint discrete configuration ``c`` (up to 64); when some
+    ``m_c`` lies more than 2 posterior sds from the best configuration's, each step adds, for
+    each discrete site after its conditional draw, a joint move: ``theta_v ~ g_v`` for every
+    other value ``v`` of the site, the current ``theta`` for the current value, and the value
+    drawn from ``p(v | theta_.., y) ∝ p(v, theta_v | y) / g_v(theta_v)`` by the same race
+    (the product-space step of :func:`~subsample_mcmc.kernels.product_space.shared_space_arms`,
+    Carlin & Chib 1995), so that the discrete value and the continuous sites move together
+    within total variation ``delta`` of the exact move.  The state's ``joint_moves`` and
+    ``coupling_sds`` say what init decided and measured.
+
+    **Starts.**  Each chain starts its discrete sites at values drawn uniformly from their
+    supports with the chain's key (those in ``init_params`` excepted), so that chains start
+    in different configurations and R-hat can see a chain held in one.
     """
 
     sample_field = "z"
@@ -255,8 +293,11 @@ class RacingGibbs(InitOnceKernel):
     def _init_one(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
         ms = self._ms
         init_params = dict(init_params or {})
+        # dispersed starts: each site's value drawn uniformly from its support by the chain's key (a key
+        # of its own, so the chain's other random numbers stay those of its key)
+        start_keys = jax.random.split(jax.random.fold_in(rng_key, 0x5747), len(ms.discrete_sites))
         discrete = {k: jnp.asarray(init_params.pop(k)) if k in init_params
-                    else jnp.asarray(ms.prototype_trace[k]["value"]) for k in ms.discrete_sites}
+                    else self._uniform_value(k, sk) for k, sk in zip(ms.discrete_sites, start_keys)}
         key_inner, key = jax.random.split(rng_key)
         inner_state = None
         if self.inner_kernel is not None:
@@ -271,8 +312,73 @@ class RacingGibbs(InitOnceKernel):
             cache = jax.tree.map(lambda p: jnp.zeros((size,) + p.shape, p.dtype).at[c].set(p), inner_state.proxy)
             cached = jnp.zeros((size,), bool).at[c].set(True)
         scale = self._inner_scale_ratio(inner_state, discrete, model_args, model_kwargs)
+        table, joint, coupling = self._joint_laplace(inner_state, model_args, model_kwargs)
         return RacingGibbsState(z, inner_state, jnp.array(0, jnp.int32), jnp.array(0, jnp.int32), key,
-                                cache, cached, exact_mode, ratio, scale)
+                                cache, cached, exact_mode, ratio, scale, table, joint, coupling)
+
+    def _uniform_value(self, name, key):
+        """A value of discrete site ``name`` drawn uniformly from its support, in the prototype's dtype."""
+        support = self._supports[name]
+        value = support[jax.random.randint(key, (), 0, support.shape[0])]
+        return value.astype(jnp.asarray(self._ms.prototype_trace[name]["value"]).dtype)
+
+    def _configurations(self) -> dict:
+        """Every joint discrete configuration, row-major as :meth:`_configuration` numbers them:
+        ``{site: [K] values}``."""
+        grids = jnp.meshgrid(*[self._supports[k] for k in self._ms.discrete_sites], indexing="ij")
+        return {k: g.reshape(-1).astype(jnp.asarray(self._ms.prototype_trace[k]["value"]).dtype)
+                for k, g in zip(self._ms.discrete_sites, grids)}
+
+    def _joint_prior(self, flat, unravel, discrete, model_args, model_kwargs):
+        """``(log prior of (discrete, theta), constrained values)`` on the continuous sites' flat
+        unconstrained ``theta``, the transforms' log-Jacobian included (the data terms apart)."""
+        ms = self._ms
+        u = unravel(flat)
+        values = {**discrete, **ms.constrain(u)}
+        return ms.log_prior(values, model_args, model_kwargs) + ms.log_abs_det_jacobian(u), values
+
+    def _log_joint(self, flat, unravel, discrete, model_args, model_kwargs):
+        """``log p(discrete, theta, y)`` on all the data (:meth:`_joint_prior` plus the data terms)."""
+        prior, values = self._joint_prior(flat, unravel, discrete, model_args, model_kwargs)
+        every = jnp.arange(self._ms.size)
+        return prior + jnp.sum(self._ms.log_likelihood(values, every, model_args, model_kwargs))
+
+    def _joint_laplace(self, inner_state, model_args, model_kwargs):
+        """``(table, joint_moves, coupling_sds)``: the Laplace approximation ``g_c = N(m_c, S_c)`` of
+        ``p(theta | c, y)`` in each joint discrete configuration ``c`` (:func:`~subsample_mcmc.kernels.laplace.
+        fit_laplace` from the start's continuous values, full data), stacked as a
+        :class:`~subsample_mcmc.kernels.product_space.Pseudoprior`; whether the chain makes joint moves (some
+        ``m_c`` more than ``_COUPLED_SDS`` posterior sds of the best configuration's conditional from its mode
+        ``m_*``, coordinate-wise: ``max_i |m_c - m_*|_i / sd_*i``); that largest distance.  A configuration
+        whose fit is not finite gets the best configuration's ``g`` (any proper ``g`` keeps the move exact;
+        a poor one only lowers its acceptance).  None, False, NaN without continuous sites, with more than
+        ``_MAX_JOINT_CONFIGURATIONS`` configurations, with an inner kernel whose state's ``z`` is not the
+        continuous sites' unconstrained values, or where no fit is finite."""
+        off = None, jnp.asarray(False), jnp.asarray(jnp.nan, jnp.float32)
+        if (inner_state is None or not self._ms.continuous_sites
+                or self._num_configurations() > _MAX_JOINT_CONFIGURATIONS
+                or not isinstance(getattr(inner_state, "z", None), dict)
+                or set(inner_state.z) != set(self._ms.continuous_sites)):
+            return off
+        flat, unravel = ravel_pytree(inner_state.z)
+
+        def fits(x0, configurations, args, kwargs):
+            def one(values):
+                la, _ = fit_laplace(lambda x: self._log_joint(x, unravel, values, args, kwargs), x0)
+                return la.mode, la.scale_tril, la.log_evidence
+
+            return jax.lax.map(one, configurations)
+
+        modes, trils, evidence = jit_with_data(fits, model_args, model_kwargs)(flat, self._configurations())
+        ok = jnp.isfinite(evidence) & jnp.all(jnp.isfinite(modes), -1) & jnp.all(jnp.isfinite(trils), (-2, -1))
+        best = jnp.argmax(jnp.where(ok, evidence, -jnp.inf))
+        sd = jnp.sqrt(jnp.sum(trils[best] ** 2, -1))  # marginal sds of the best configuration's conditional
+        distance = jnp.max(jnp.abs(modes - modes[best]) / sd, -1)
+        coupling = jnp.max(jnp.where(ok, distance, 0.0)).astype(jnp.float32)
+        modes = jnp.where(ok[:, None], modes, modes[best])
+        trils = jnp.where(ok[:, None, None], trils, trils[best])
+        joint = jnp.any(ok) & (coupling > _COUPLED_SDS)
+        return Pseudoprior(modes, trils), joint, jnp.where(jnp.any(ok), coupling, jnp.nan)
 
     def _inner_scale_ratio(self, inner_state, discrete, model_args, model_kwargs):
         """With an inner :class:`RacingMH`: the largest ``max(lambda, 1 / lambda)`` over the
@@ -388,16 +494,78 @@ class RacingGibbs(InitOnceKernel):
             return jax.vmap(self._sample_one, in_axes=(0, None, None))(state, model_args, model_kwargs)
         return self._sample_one(state, model_args, model_kwargs)
 
+    def _draw(self, key, log_prior, rewards, totals, num_arms, exact_mode, options):
+        """One draw of the discrete value among ``num_arms`` arms: the race (skipped in exact mode)
+        and, where it met a non-finite log-likelihood (a value of probability 0 at some datum, or a
+        start where the current values have probability 0) or in exact mode, the exact draw from
+        every arm's full-data sum (``totals()``, ``[num_arms]``) with the same Gumbel noise (-inf =
+        probability 0).  Returns
+        ``(index or -1, likelihood evaluations, stages)``: every arm at every computed point, and
+        the exact draw's full pass when it ran."""
+        ms = self._ms
+
+        def race(_):
+            d = sample_discrete(key, log_prior, rewards, population_size=ms.size, **options)
+            return d.value, d.race.nonfinite, d.race.num_points_computed, d.race.num_stages
+
+        def skip(_):  # exact mode: the exact draw below does it all
+            zero = jnp.zeros((), jnp.int32)
+            return jnp.full((), -1, jnp.int32), jnp.asarray(True), zero, zero
+
+        value, nonfinite, computed, num_stages = jax.lax.cond(exact_mode, skip, race, None)
+
+        def exact_draw(_):
+            return sample_discrete_exact(key, log_prior, totals())
+
+        value = _run_at_most_once(nonfinite, exact_draw, value)
+        evals = (computed * num_arms).astype(jnp.int32) + jnp.where(nonfinite, ms.size * num_arms, 0).astype(jnp.int32)
+        return value, evals, num_stages.astype(jnp.int32)
+
+    def _joint_move(self, key, name, discrete, flat, unravel, table, exact_mode, model_args, model_kwargs):
+        """The joint move of site ``name`` and the continuous sites (class docstring): returns
+        ``(discrete, flat, evaluations, stages)``."""
+        ms = self._ms
+        support = self._supports[name]
+        dtype = discrete[name].dtype
+        arms = jax.vmap(lambda v: {**discrete, name: v.astype(dtype)})(support)
+        g = jax.tree.map(lambda a: a[jax.vmap(self._configuration)(arms)], table)
+        current = jnp.argmax(support == discrete[name].astype(support.dtype))
+        key_arms, key_race = jax.random.split(key)
+        thetas, log_g = shared_space_arms(key_arms, current, flat, g)
+        log_prior, values = jax.vmap(lambda th, dv: self._joint_prior(th, unravel, dv, model_args, model_kwargs))(
+            thetas, arms)
+        log_f0 = model_log_f0(0.0, 0.0, log_prior, log_g)
+
+        def rewards(idx):
+            return jax.vmap(lambda v: ms.log_likelihood(v, idx, model_args, model_kwargs))(values)
+
+        def totals():  # one arm at a time: O(N) memory
+            every = jnp.arange(ms.size)
+            return jax.lax.map(lambda i: jnp.sum(ms.log_likelihood(jax.tree.map(lambda a: a[i], values), every,
+                                                                    model_args, model_kwargs)),
+                               jnp.arange(support.shape[0]))
+
+        options = dict(self.race_options)
+        if self.control_variate is not None:
+            options["control_variate"] = self.control_variate.for_arms(values)
+        value, evals, stages = self._draw(key_race, log_f0, rewards, totals, support.shape[0], exact_mode, options)
+        ok = value >= 0
+        pick = jnp.maximum(value, 0)
+        discrete = {**discrete, name: jnp.where(ok, support[pick].astype(dtype), discrete[name])}
+        return discrete, jnp.where(ok, thetas[pick], flat), evals, stages
+
     def _sample_one(self, state, model_args, model_kwargs):
         ms = self._ms
+        joint = state.joint_laplace is not None
         key, *keys = jax.random.split(state.rng_key, len(ms.discrete_sites) + 1)
         discrete = {k: state.z[k] for k in ms.discrete_sites}
         continuous = self._continuous_values(state.inner_state, model_args, model_kwargs, discrete)
+        if joint:
+            flat, unravel = ravel_pytree(state.inner_state.z)
         evals = jnp.array(0, jnp.int32)
         stages = jnp.array(0, jnp.int32)
         for name, k in zip(ms.discrete_sites, keys):
             support = self._supports[name]
-
             def values_at(v, name=name):
                 return {**continuous, **discrete, name: v.astype(discrete[name].dtype)}
 
@@ -406,39 +574,33 @@ class RacingGibbs(InitOnceKernel):
             def rewards(idx, values_at=values_at):
                 return jax.vmap(lambda v: ms.log_likelihood(values_at(v), idx, model_args, model_kwargs))(support)
 
+            def totals(values_at=values_at, support=support):
+                every = jnp.arange(ms.size)
+                return jax.lax.map(
+                    lambda v: jnp.sum(ms.log_likelihood(values_at(v), every, model_args, model_kwargs)), support)
+
             options = dict(self.race_options)
             if self.control_variate is not None:
                 arm_values = jax.vmap(values_at)(support)
                 options["control_variate"] = self.control_variate.for_arms(arm_values)
-            def race(_, k=k, log_prior=log_prior, rewards=rewards, options=options):
-                d = sample_discrete(k, log_prior, rewards, population_size=ms.size, **options)
-                return d.value, d.race.nonfinite, d.race.num_points_computed, d.race.num_stages
-
-            def skip(_):  # exact mode: the exact draw below does it all
-                zero = jnp.zeros((), jnp.int32)
-                return jnp.full((), -1, jnp.int32), jnp.asarray(True), zero, zero
-
-            value, nonfinite, computed, num_stages = jax.lax.cond(state.exact_mode, skip, race, None)
-
-            # a race that met a non-finite log-likelihood (a value of probability 0 at some datum, or a
-            # start where the current values have probability 0) stops without a draw: draw exactly
-            # from every value's full-data sum instead, the same Gumbel noise, -inf = probability 0
-            def exact_draw(_, k=k, log_prior=log_prior, values_at=values_at):
-                every = jnp.arange(ms.size)
-                totals = jax.lax.map(
-                    lambda v: jnp.sum(ms.log_likelihood(values_at(v), every, model_args, model_kwargs)), support)
-                return sample_discrete_exact(k, log_prior, totals)
-
-            value = _run_at_most_once(nonfinite, exact_draw, value)
+            value, e, st = self._draw(k, log_prior, rewards, totals, support.shape[0], state.exact_mode, options)
             ok = value >= 0
             new = support[jnp.maximum(value, 0)].astype(discrete[name].dtype)
             discrete = {**discrete, name: jnp.where(ok, new, discrete[name])}
-            # every arm at every computed point (all D arms of each chunk are evaluated), and the
-            # exact draw's full pass when it ran
-            evals = evals + (computed * support.shape[0]).astype(jnp.int32)
-            evals = evals + jnp.where(nonfinite, ms.size * support.shape[0], 0).astype(jnp.int32)
-            stages = stages + num_stages.astype(jnp.int32)
+            evals, stages = evals + e, stages + st
+            if joint:  # with a key of its own: the conditional draw keeps the key it had
+                def move(carry, name=name, k_joint=jax.random.fold_in(k, 1)):
+                    d, x, e, st = carry
+                    d, x, e2, st2 = self._joint_move(k_joint, name, d, x, unravel, state.joint_laplace,
+                                                     state.exact_mode, model_args, model_kwargs)
+                    return d, x, e + e2, st + st2
+
+                discrete, flat, evals, stages = _run_at_most_once(
+                    state.joint_moves, move, (discrete, flat, evals, stages))
+                continuous = ms.constrain(unravel(flat))
         inner_state = state.inner_state
+        if joint:  # the continuous sites where the joint moves put them (the refresh below follows them)
+            inner_state = inner_state._replace(z=unravel(flat))
         cache, cached = state.proxy_cache, state.proxy_cached
         if self.inner_kernel is not None:
             kw = self._inner_kwargs(model_kwargs, discrete)
@@ -469,7 +631,8 @@ class RacingGibbs(InitOnceKernel):
         z = {**discrete, **({} if inner_state is None else inner_state.z)}
         # int32 as at init, also under jax_enable_x64 (the scan carry must keep its dtype)
         return RacingGibbsState(z, inner_state, jnp.asarray(evals, jnp.int32), jnp.asarray(stages, jnp.int32), key,
-                                cache, cached, state.exact_mode, state.spread_ratio, state.inner_scale_ratio)
+                                cache, cached, state.exact_mode, state.spread_ratio, state.inner_scale_ratio,
+                                state.joint_laplace, state.joint_moves, state.coupling_sds)
 
     def postprocess_fn(self, model_args, model_kwargs):
         """The discrete values, the inner kernel's postprocessed values and the

@@ -413,3 +413,21 @@ def test_a_race_out_of_budget_hands_over_to_the_exact_test_with_the_same_u():
     assert np.all(ev_f[handed] > 2 * 100)  # without a budget those races read on
     np.testing.assert_array_equal(acc_c[~handed], acc_f[~handed])  # decided in budget: the same race
     assert np.mean(acc_f != acc_e) <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / len(keys))
+
+
+def test_shared_space_arms_keep_the_current_point_and_draw_the_others_from_their_pseudopriors():
+    """Step 1 of the product-space move over values sharing one parameter space: the current arm keeps
+    ``theta`` exactly, the others are draws from their Gaussians (means and sds within 5 se over 4,000
+    draws), and the log densities are those of :func:`pseudoprior_log_density`."""
+    from subsample_mcmc.kernels import pseudoprior, pseudoprior_log_density, shared_space_arms
+
+    g = jax.tree.map(lambda *a: jnp.stack(a), *[pseudoprior(jnp.array([m, -m]), jnp.array([[s, 0.0], [0.0, 1.0]]))
+                                                 for m, s in ((0.0, 1.0), (3.0, 4.0), (-2.0, 0.25))])
+    theta = jnp.array([10.0, 20.0])
+    thetas, log_g = jax.vmap(lambda k: shared_space_arms(k, 1, theta, g))(jax.random.split(jax.random.PRNGKey(0), 4000))
+    np.testing.assert_array_equal(np.asarray(thetas[:, 1]), np.broadcast_to(np.asarray(theta), (4000, 2)))
+    for j, (m, s) in ((0, (0.0, 1.0)), (2, (-2.0, 0.25))):
+        x = np.asarray(thetas[:, j, 0], np.float64)
+        assert abs(x.mean() - m) < 5 * np.sqrt(s / 4000) and abs(x.var() / s - 1) < 5 * np.sqrt(2 / 4000)
+    expected = jax.vmap(lambda t: jax.vmap(pseudoprior_log_density)(t, g))(thetas)
+    np.testing.assert_allclose(np.asarray(log_g), np.asarray(expected), rtol=1e-6)

@@ -320,3 +320,38 @@ def test_an_inner_racing_mh_whose_scale_cannot_follow_the_discrete_values_warns(
         warnings.filterwarnings("error", message="RacingGibbs: the inner RacingMH")
         state = calm.init(jax.random.PRNGKey(0), 10, None, (np.asarray(Y, np.float64),), {})
     assert 1.0 <= float(state.inner_scale_ratio) < 2.0, state.inner_scale_ratio
+
+
+def test_chains_start_in_different_configurations():
+    """Each chain's discrete start is drawn from the site's support with its own key (NumPy data): with
+    8 keys over 5 values at least 3 distinct starts (a kernel starting every chain at the prototype's
+    value has 1, and R-hat cannot see a chain held in its start); a value in init_params is kept."""
+    y = np.asarray(Y, np.float64)
+    kernel = RacingGibbs(single_site)
+    starts = [int(kernel.init(jax.random.PRNGKey(s), 0, None, (y,), {}).z["k"]) for s in range(8)]
+    assert len(set(starts)) >= 3, starts
+    assert int(kernel.init(jax.random.PRNGKey(0), 0, {"k": np.int32(4)}, (y,), {}).z["k"]) == 4
+
+
+def shifted(y):
+    k = numpyro.sample("k", dist.Bernoulli(0.5))
+    mu = numpyro.sample("mu", dist.Normal(0.0, 1.0))
+    with numpyro.plate("data", y.shape[0]):
+        numpyro.sample("y", dist.Normal(mu + 3.0 * k, 1.0), obs=y)
+
+
+def test_joint_moves_are_made_where_a_discrete_value_moves_the_continuous_posterior():
+    """Init measures how far each configuration's conditional mode lies from the best one's, in
+    posterior sds: ``y ~ N(mu + 3k, 1)`` (N = 400) puts mu's modes 3 apart (60 sds), so the chain makes
+    joint moves; in ``mixed`` the discrete value moves the location by at most 0.05 (its scale's
+    conditional barely moves), so it does not, and its step is the one-site Gibbs step unchanged."""
+    rng = np.random.default_rng(2)
+    y = rng.normal(1.0, 1.0, 400)
+    state = RacingGibbs(shifted, inner_kernel=RacingMH(shifted)).init(jax.random.PRNGKey(0), 10, None, (y,), {})
+    assert bool(state.joint_moves) and float(state.coupling_sds) > 20
+    assert state.joint_laplace.mean.shape == (2, 1)
+    np.testing.assert_allclose(np.asarray(state.joint_laplace.mean[:, 0]),
+                               [np.sum(y) / 401, np.sum(y - 3.0) / 401], atol=1e-3)
+    state = RacingGibbs(mixed, inner_kernel=RacingMH(mixed)).init(jax.random.PRNGKey(0), 10, None,
+                                                                  (np.asarray(Y),), {})
+    assert not bool(state.joint_moves) and float(state.coupling_sds) < 2.0
