@@ -101,8 +101,9 @@ class RacingGibbs(InitOnceKernel):
         inner_kernel: kernel for the continuous latent sites (required if any).
         method, delta, first_batch, variance: the race
             (:func:`~subsample_mcmc.racing.best_arm`); ``method="exact"`` is the exact
-            Gibbs sampler with the same random numbers.  A draw differs from the exact one
-            with probability at most ``delta`` (over the Gumbel noise and the reading order).
+            Gibbs sampler with the same random numbers.  A site's update differs from the exact
+            one with probability at most ``delta`` (over the Gumbel noise and the reading order;
+            with joint moves the update is two races, each at ``delta / 2``).
         tie_share: the share of ``delta`` given to near-ties of the Gumbel-perturbed values
             (default 0.5): the race runs at ``(1 - tie_share) delta`` and stops once its widths
             are below ``log(1 + tie_share delta)`` nats
@@ -136,12 +137,16 @@ class RacingGibbs(InitOnceKernel):
     drawn from ``p(v | theta_.., y) ∝ p(v, theta_v | y) / g_v(theta_v)`` by the same race
     (the product-space step of :func:`~subsample_mcmc.kernels.product_space.shared_space_arms`,
     Carlin & Chib 1995), so that the discrete value and the continuous sites move together
-    within total variation ``delta`` of the exact move.  The state's ``joint_moves`` and
-    ``coupling_sds`` say what init decided and measured.
+    within total variation ``delta / 2`` of the exact move (the conditional draw takes the other
+    half).  The state's ``joint_moves`` and ``coupling_sds`` say what init decided and measured.
+    With more than 64 configurations no joint move is made; init then measures the coupling one
+    site at a time and warns where it is above 2 sds.
 
     **Starts.**  Each chain starts its discrete sites at values drawn uniformly from their
     supports with the chain's key (those in ``init_params`` excepted), so that chains start
-    in different configurations and R-hat can see a chain held in one.
+    in different configurations; after a run, :func:`~subsample_mcmc.numpyro.check_discrete_chains`
+    reports a discrete site whose chains disagree (where R-hat is infinite or NaN).
+
     """
 
     sample_field = "z"
@@ -169,6 +174,7 @@ class RacingGibbs(InitOnceKernel):
         self._ms: Optional[ModelSubsampler] = None
         self._supports: dict = {}
         self._vectorized = False
+        self._joint_split = False
 
     @property
     def model(self):
@@ -258,13 +264,27 @@ class RacingGibbs(InitOnceKernel):
             state = jax.tree.map(lambda *v: jnp.stack(v), *states)
         else:
             state = self._init_one(rng_key, num_warmup, init_params, model_args, model_kwargs)
+        # each site's conditional draw and its joint move share the site's delta (a step's draw of a site is
+        # then within delta of the exact one's in total variation); where init was traced, assume joint moves
+        jm = state.joint_moves
+        self._joint_split = state.joint_laplace is not None and (
+            isinstance(jm, jax.core.Tracer) or bool(np.any(np.asarray(jm))))
         self._warn_concentrated(state)
         return state
 
+    def _step_race_options(self) -> dict:
+        """The race options of one draw in a step: ``delta`` halved where the chains make joint moves
+        (two races per discrete site, each at ``delta / 2``)."""
+        options = dict(self.race_options)
+        if getattr(self, "_joint_split", False):
+            options["delta"] = options["delta"] / 2
+        return options
+
     def _warn_concentrated(self, state):
-        """A warning naming the rare-influential-data check for chains it sent to exact draws, and one
+        """A warning naming the rare-influential-data check for chains it sent to exact draws, one
         where an inner RacingMH's proposal scale cannot follow the continuous conditional across the
-        discrete values (:meth:`_inner_scale_ratio` above ``_INNER_SCALE_MAX``)."""
+        discrete values (:meth:`_inner_scale_ratio` above ``_INNER_SCALE_MAX``), and one where the discrete
+        values move the continuous posterior but there are too many configurations for joint moves."""
         if isinstance(state.exact_mode, jax.core.Tracer):
             return
         scale = np.atleast_1d(np.asarray(state.inner_scale_ratio, np.float64))
@@ -277,6 +297,18 @@ class RacingGibbs(InitOnceKernel):
                 "site flips back more often than it should, which R-hat does not show (a trial: an inclusion "
                 "probability 5 standard errors high at R-hat 1.00). Use inner_kernel=NUTS(model), which adapts "
                 "its step to each configuration.", UserWarning, stacklevel=4)
+        coupling = np.atleast_1d(np.asarray(state.coupling_sds, np.float64))
+        if state.joint_laplace is None and np.any(coupling > _COUPLED_SDS):
+            warnings.warn(
+                f"RacingGibbs: a discrete site's values move the continuous sites' posterior mode by up to "
+                f"{float(np.nanmax(coupling)):.0f} posterior sds (Laplace fits at the start, one site at a time), and "
+                f"with {self._num_configurations()} joint discrete configurations (more than "
+                f"{_MAX_JOINT_CONFIGURATIONS}) no joint moves of the discrete and continuous sites are made: a chain "
+                "may stay in the configuration it started in even where another fits the data far better, with "
+                "nothing in R-hat. Merge or drop discrete sites so that at most "
+                f"{_MAX_JOINT_CONFIGURATIONS} configurations remain, run several chains (they start in different "
+                "configurations) and check them with subsample_mcmc.numpyro.check_discrete_chains.",
+                UserWarning, stacklevel=4)
         exact = np.atleast_1d(np.asarray(state.exact_mode))
         if np.any(exact):
             ratio = float(np.max(np.atleast_1d(np.asarray(state.spread_ratio))[exact]))
@@ -312,7 +344,7 @@ class RacingGibbs(InitOnceKernel):
             cache = jax.tree.map(lambda p: jnp.zeros((size,) + p.shape, p.dtype).at[c].set(p), inner_state.proxy)
             cached = jnp.zeros((size,), bool).at[c].set(True)
         scale = self._inner_scale_ratio(inner_state, discrete, model_args, model_kwargs)
-        table, joint, coupling = self._joint_laplace(inner_state, model_args, model_kwargs)
+        table, joint, coupling = self._joint_laplace(inner_state, discrete, model_args, model_kwargs)
         return RacingGibbsState(z, inner_state, jnp.array(0, jnp.int32), jnp.array(0, jnp.int32), key,
                                 cache, cached, exact_mode, ratio, scale, table, joint, coupling)
 
@@ -343,7 +375,7 @@ class RacingGibbs(InitOnceKernel):
         every = jnp.arange(self._ms.size)
         return prior + jnp.sum(self._ms.log_likelihood(values, every, model_args, model_kwargs))
 
-    def _joint_laplace(self, inner_state, model_args, model_kwargs):
+    def _joint_laplace(self, inner_state, start, model_args, model_kwargs):
         """``(table, joint_moves, coupling_sds)``: the Laplace approximation ``g_c = N(m_c, S_c)`` of
         ``p(theta | c, y)`` in each joint discrete configuration ``c`` (:func:`~subsample_mcmc.kernels.laplace.
         fit_laplace` from the start's continuous values, full data), stacked as a
@@ -351,17 +383,40 @@ class RacingGibbs(InitOnceKernel):
         ``m_c`` more than ``_COUPLED_SDS`` posterior sds of the best configuration's conditional from its mode
         ``m_*``, coordinate-wise: ``max_i |m_c - m_*|_i / sd_*i``); that largest distance.  A configuration
         whose fit is not finite gets the best configuration's ``g`` (any proper ``g`` keeps the move exact;
-        a poor one only lowers its acceptance).  None, False, NaN without continuous sites, with more than
-        ``_MAX_JOINT_CONFIGURATIONS`` configurations, with an inner kernel whose state's ``z`` is not the
-        continuous sites' unconstrained values, or where no fit is finite."""
+        a poor one only lowers its acceptance).  None, False, NaN without continuous sites, with an inner
+        kernel whose state's ``z`` is not the continuous sites' unconstrained values, or where no fit is
+        finite.  With more than ``_MAX_JOINT_CONFIGURATIONS`` joint configurations no joint move is made:
+        the coupling is then measured one site at a time (each site's values, the other sites at ``start``,
+        while those fits number at most ``_MAX_JOINT_CONFIGURATIONS``) for :meth:`_warn_concentrated`'s
+        warning, and the table is None."""
         off = None, jnp.asarray(False), jnp.asarray(jnp.nan, jnp.float32)
         if (inner_state is None or not self._ms.continuous_sites
-                or self._num_configurations() > _MAX_JOINT_CONFIGURATIONS
                 or not isinstance(getattr(inner_state, "z", None), dict)
                 or set(inner_state.z) != set(self._ms.continuous_sites)):
             return off
         flat, unravel = ravel_pytree(inner_state.z)
+        if self._num_configurations() > _MAX_JOINT_CONFIGURATIONS:
+            if sum(int(v.shape[0]) for v in self._supports.values()) > _MAX_JOINT_CONFIGURATIONS:
+                return off
+            start = {k: jnp.asarray(v) for k, v in start.items()}
+            per_site = {k: [] for k in self._ms.discrete_sites}
+            for name in self._ms.discrete_sites:
+                for v in self._supports[name]:
+                    for k in self._ms.discrete_sites:
+                        per_site[k].append(jnp.asarray(v if k == name else start[k]).astype(start[k].dtype))
+            configurations = {k: jnp.stack(v) for k, v in per_site.items()}
+            _, _, coupling, ok = self._fit_configurations(flat, unravel, configurations, model_args, model_kwargs)
+            return None, jnp.asarray(False), jnp.where(jnp.any(ok), coupling, jnp.nan)
+        modes, trils, coupling, ok = self._fit_configurations(flat, unravel, self._configurations(), model_args,
+                                                               model_kwargs)
+        joint = jnp.any(ok) & (coupling > _COUPLED_SDS)
+        return Pseudoprior(modes, trils), joint, jnp.where(jnp.any(ok), coupling, jnp.nan)
 
+    def _fit_configurations(self, flat, unravel, configurations, model_args, model_kwargs):
+        """``(modes, scale_trils, coupling, ok)``: the Laplace fits of the continuous sites' conditional in
+        each of ``configurations`` (``{site: [K] values}``), non-finite fits replaced by the best one's; the
+        largest coordinate-wise distance of a mode from the best fit's in the best fit's posterior sds; which
+        fits were finite."""
         def fits(x0, configurations, args, kwargs):
             def one(values):
                 la, _ = fit_laplace(lambda x: self._log_joint(x, unravel, values, args, kwargs), x0)
@@ -369,7 +424,7 @@ class RacingGibbs(InitOnceKernel):
 
             return jax.lax.map(one, configurations)
 
-        modes, trils, evidence = jit_with_data(fits, model_args, model_kwargs)(flat, self._configurations())
+        modes, trils, evidence = jit_with_data(fits, model_args, model_kwargs)(flat, configurations)
         ok = jnp.isfinite(evidence) & jnp.all(jnp.isfinite(modes), -1) & jnp.all(jnp.isfinite(trils), (-2, -1))
         best = jnp.argmax(jnp.where(ok, evidence, -jnp.inf))
         sd = jnp.sqrt(jnp.sum(trils[best] ** 2, -1))  # marginal sds of the best configuration's conditional
@@ -377,8 +432,7 @@ class RacingGibbs(InitOnceKernel):
         coupling = jnp.max(jnp.where(ok, distance, 0.0)).astype(jnp.float32)
         modes = jnp.where(ok[:, None], modes, modes[best])
         trils = jnp.where(ok[:, None, None], trils, trils[best])
-        joint = jnp.any(ok) & (coupling > _COUPLED_SDS)
-        return Pseudoprior(modes, trils), joint, jnp.where(jnp.any(ok), coupling, jnp.nan)
+        return modes, trils, coupling, ok
 
     def _inner_scale_ratio(self, inner_state, discrete, model_args, model_kwargs):
         """With an inner :class:`RacingMH`: the largest ``max(lambda, 1 / lambda)`` over the
@@ -545,7 +599,7 @@ class RacingGibbs(InitOnceKernel):
                                                                     model_args, model_kwargs)),
                                jnp.arange(support.shape[0]))
 
-        options = dict(self.race_options)
+        options = self._step_race_options()
         if self.control_variate is not None:
             options["control_variate"] = self.control_variate.for_arms(values)
         value, evals, stages = self._draw(key_race, log_f0, rewards, totals, support.shape[0], exact_mode, options)
@@ -579,7 +633,7 @@ class RacingGibbs(InitOnceKernel):
                 return jax.lax.map(
                     lambda v: jnp.sum(ms.log_likelihood(values_at(v), every, model_args, model_kwargs)), support)
 
-            options = dict(self.race_options)
+            options = self._step_race_options()
             if self.control_variate is not None:
                 arm_values = jax.vmap(values_at)(support)
                 options["control_variate"] = self.control_variate.for_arms(arm_values)

@@ -20,6 +20,7 @@ from scipy import special, stats
 
 from sizes import size
 from subsample_mcmc import RacingGibbs, RacingMH
+from subsample_mcmc.numpyro import check_discrete_chains
 
 NU = np.array([1.0, 2.0, 3.0, 5.0, 8.0, 30.0])
 
@@ -75,6 +76,7 @@ def test_chains_find_the_degrees_of_freedom_a_single_site_chain_cannot_reach(met
     assert np.all(share > 0.95), f"p(nu = 5) by chain: {share}"
     state = mcmc.last_state
     assert np.all(np.asarray(state.joint_moves)), "init should have measured the coupling and turned joint moves on"
+    assert [r.problem for r in check_discrete_chains(mcmc, warn=False)] == [None]
 
 
 def shift_model(y):

@@ -355,3 +355,35 @@ def test_joint_moves_are_made_where_a_discrete_value_moves_the_continuous_poster
     state = RacingGibbs(mixed, inner_kernel=RacingMH(mixed)).init(jax.random.PRNGKey(0), 10, None,
                                                                   (np.asarray(Y),), {})
     assert not bool(state.joint_moves) and float(state.coupling_sds) < 2.0
+
+
+def many_sites(y):
+    ks = [numpyro.sample(f"k{i}", dist.Bernoulli(0.5)) for i in range(7)]
+    mu = numpyro.sample("mu", dist.Normal(0.0, 1.0))
+    shift = 3.0 * ks[0] + 0.01 * sum(ks[1:])
+    with numpyro.plate("data", y.shape[0]):
+        numpyro.sample("y", dist.Normal(mu + shift, 1.0), obs=y)
+
+
+def test_coupled_sites_with_too_many_configurations_for_joint_moves_warn():
+    """Seven binary sites (128 joint configurations, more than the 64 joint moves are prepared for), one
+    of which moves mu's conditional mode by 3 (60 posterior sds, N = 400, NumPy float64): no joint move
+    is made, so a chain may stay where it started; init measures the coupling one site at a time and
+    must say so (a kernel that skips the check is silent, as it was)."""
+    y = np.random.default_rng(5).normal(1.0, 1.0, 400)
+    kernel = RacingGibbs(many_sites, inner_kernel=RacingMH(many_sites))
+    with pytest.warns(UserWarning, match=r"128 joint discrete configurations.*check_discrete_chains"):
+        state = kernel.init(jax.random.PRNGKey(0), 10, None, (y,), {})
+    assert state.joint_laplace is None and not bool(state.joint_moves) and float(state.coupling_sds) > 20
+
+
+def test_a_site_update_with_a_joint_move_races_each_draw_at_half_delta():
+    """With joint moves a site's update is two races (its conditional draw, then the joint move): each
+    runs at delta / 2 so that the update stays within delta of the exact one; without, at delta."""
+    y = np.random.default_rng(2).normal(1.0, 1.0, 400)
+    kernel = RacingGibbs(shifted, inner_kernel=RacingMH(shifted), delta=0.04)
+    kernel.init(jax.random.PRNGKey(0), 10, None, (y,), {})
+    assert kernel._step_race_options()["delta"] == pytest.approx(0.02)
+    calm = RacingGibbs(mixed, inner_kernel=RacingMH(mixed), delta=0.04)
+    calm.init(jax.random.PRNGKey(0), 10, None, (np.asarray(Y),), {})
+    assert calm._step_race_options()["delta"] == pytest.approx(0.04)
