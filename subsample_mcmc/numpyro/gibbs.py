@@ -54,8 +54,10 @@ class RacingGibbsState(NamedTuple):
     exact_mode: Any = False
     #: at init, the largest se_all / se_typical of first_batch_spread over the arms against the leader
     spread_ratio: Any = jnp.nan
-    #: at init, with an inner RacingMH: the largest factor by which another discrete value changes the
-    #: continuous conditional's curvature against the proposal's mass matrix (NaN when not measured)
+    #: at init, with an inner RacingMH: the largest factor by which the discrete values change the
+    #: continuous conditional's curvature: among the plausible configurations' Laplace fits where
+    #: RacingGibbs fits them (up to 64 configurations), else against the proposal's mass matrix with one
+    #: site's value changed at the start (NaN when not measured)
     inner_scale_ratio: Any = jnp.nan
     #: the Laplace approximation of the continuous sites' conditional posterior (flat, unconstrained) in
     #: each joint discrete configuration, stacked (a Pseudoprior over configurations), or None: what
@@ -90,6 +92,9 @@ _MAX_JOINT_CONFIGURATIONS = 64
 # and made when a configuration's conditional mode lies more than this many posterior sds (of the best
 # configuration's conditional, coordinate-wise) from the best configuration's mode
 _COUPLED_SDS = 2.0
+# configurations whose Laplace log evidence lies within this many nats of the best one's are plausible
+# (posterior weight above e^-10 of the best's): their curvatures are the ones an inner kernel must serve
+_PLAUSIBLE_NATS = 10.0
 
 
 class RacingGibbs(InitOnceKernel):
@@ -343,8 +348,11 @@ class RacingGibbs(InitOnceKernel):
             c = self._configuration(discrete)
             cache = jax.tree.map(lambda p: jnp.zeros((size,) + p.shape, p.dtype).at[c].set(p), inner_state.proxy)
             cached = jnp.zeros((size,), bool).at[c].set(True)
-        scale = self._inner_scale_ratio(inner_state, discrete, model_args, model_kwargs)
-        table, joint, coupling = self._joint_laplace(inner_state, discrete, model_args, model_kwargs)
+        table, joint, coupling, spread = self._joint_laplace(inner_state, discrete, model_args, model_kwargs)
+        # with the configurations' Laplace fits, the curvatures of those the posterior holds (not of the
+        # values met at a random start, a change point's first segment of a few points among them)
+        scale = (spread if table is not None and isinstance(self.inner_kernel, RacingMH)
+                 else self._inner_scale_ratio(inner_state, discrete, model_args, model_kwargs))
         return RacingGibbsState(z, inner_state, jnp.array(0, jnp.int32), jnp.array(0, jnp.int32), key,
                                 cache, cached, exact_mode, ratio, scale, table, joint, coupling)
 
@@ -376,12 +384,15 @@ class RacingGibbs(InitOnceKernel):
         return prior + jnp.sum(self._ms.log_likelihood(values, every, model_args, model_kwargs))
 
     def _joint_laplace(self, inner_state, start, model_args, model_kwargs):
-        """``(table, joint_moves, coupling_sds)``: the Laplace approximation ``g_c = N(m_c, S_c)`` of
+        """``(table, joint_moves, coupling_sds, curvature_spread)``: the Laplace approximation ``g_c = N(m_c, S_c)`` of
         ``p(theta | c, y)`` in each joint discrete configuration ``c`` (:func:`~subsample_mcmc.kernels.laplace.
         fit_laplace` from the start's continuous values, full data), stacked as a
         :class:`~subsample_mcmc.kernels.product_space.Pseudoprior`; whether the chain makes joint moves (some
         ``m_c`` more than ``_COUPLED_SDS`` posterior sds of the best configuration's conditional from its mode
-        ``m_*``, coordinate-wise: ``max_i |m_c - m_*|_i / sd_*i``); that largest distance.  A configuration
+        ``m_*``, coordinate-wise: ``max_i |m_c - m_*|_i / sd_*i``); that largest distance; and the largest
+        ``max(lambda, 1 / lambda)`` over the eigenvalues of ``S_*^{-1} S_c`` of the plausible configurations
+        (log evidence within ``_PLAUSIBLE_NATS`` of the best): how much their conditionals' curvatures
+        differ, what an inner random walk's single scale must serve.  A configuration
         whose fit is not finite gets the best configuration's ``g`` (any proper ``g`` keeps the move exact;
         a poor one only lowers its acceptance).  None, False, NaN without continuous sites, with an inner
         kernel whose state's ``z`` is not the continuous sites' unconstrained values, or where no fit is
@@ -389,7 +400,8 @@ class RacingGibbs(InitOnceKernel):
         the coupling is then measured one site at a time (each site's values, the other sites at ``start``,
         while those fits number at most ``_MAX_JOINT_CONFIGURATIONS``) for :meth:`_warn_concentrated`'s
         warning, and the table is None."""
-        off = None, jnp.asarray(False), jnp.asarray(jnp.nan, jnp.float32)
+        nan = jnp.asarray(jnp.nan, jnp.float32)
+        off = None, jnp.asarray(False), nan, nan
         if (inner_state is None or not self._ms.continuous_sites
                 or not isinstance(getattr(inner_state, "z", None), dict)
                 or set(inner_state.z) != set(self._ms.continuous_sites)):
@@ -405,15 +417,23 @@ class RacingGibbs(InitOnceKernel):
                     for k in self._ms.discrete_sites:
                         per_site[k].append(jnp.asarray(v if k == name else start[k]).astype(start[k].dtype))
             configurations = {k: jnp.stack(v) for k, v in per_site.items()}
-            _, _, coupling, ok = self._fit_configurations(flat, unravel, configurations, model_args, model_kwargs)
-            return None, jnp.asarray(False), jnp.where(jnp.any(ok), coupling, jnp.nan)
-        modes, trils, coupling, ok = self._fit_configurations(flat, unravel, self._configurations(), model_args,
-                                                               model_kwargs)
+            _, _, coupling, ok, _ = self._fit_configurations(flat, unravel, configurations, model_args, model_kwargs)
+            return None, jnp.asarray(False), jnp.where(jnp.any(ok), coupling, jnp.nan), nan
+        modes, trils, coupling, ok, evidence = self._fit_configurations(flat, unravel, self._configurations(),
+                                                                         model_args, model_kwargs)
         joint = jnp.any(ok) & (coupling > _COUPLED_SDS)
-        return Pseudoprior(modes, trils), joint, jnp.where(jnp.any(ok), coupling, jnp.nan)
+        # how far the plausible configurations' conditional covariances differ from the best one's: the
+        # eigenvalues of S_*^{-1} S_c are the squared singular values of L_*^{-1} L_c
+        best = jnp.argmax(evidence)
+        plausible = ok & (evidence > evidence[best] - _PLAUSIBLE_NATS)
+        sv = jnp.linalg.svd(jax.scipy.linalg.solve_triangular(trils[best], trils, lower=True), compute_uv=False)
+        lam = jnp.maximum(sv ** 2, jnp.finfo(sv.dtype).tiny)
+        spread = jnp.max(jnp.where(plausible, jnp.max(jnp.maximum(lam, 1.0 / lam), -1), 1.0)).astype(jnp.float32)
+        return (Pseudoprior(modes, trils), joint, jnp.where(jnp.any(ok), coupling, jnp.nan),
+                jnp.where(jnp.any(ok), spread, jnp.nan))
 
     def _fit_configurations(self, flat, unravel, configurations, model_args, model_kwargs):
-        """``(modes, scale_trils, coupling, ok)``: the Laplace fits of the continuous sites' conditional in
+        """``(modes, scale_trils, coupling, ok, log_evidence)``: the Laplace fits of the continuous sites' conditional in
         each of ``configurations`` (``{site: [K] values}``), non-finite fits replaced by the best one's; the
         largest coordinate-wise distance of a mode from the best fit's in the best fit's posterior sds; which
         fits were finite."""
@@ -432,7 +452,7 @@ class RacingGibbs(InitOnceKernel):
         coupling = jnp.max(jnp.where(ok, distance, 0.0)).astype(jnp.float32)
         modes = jnp.where(ok[:, None], modes, modes[best])
         trils = jnp.where(ok[:, None, None], trils, trils[best])
-        return modes, trils, coupling, ok
+        return modes, trils, coupling, ok, jnp.where(ok, evidence, -jnp.inf)
 
     def _inner_scale_ratio(self, inner_state, discrete, model_args, model_kwargs):
         """With an inner :class:`RacingMH`: the largest ``max(lambda, 1 / lambda)`` over the
