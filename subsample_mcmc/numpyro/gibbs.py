@@ -636,6 +636,7 @@ class RacingGibbs(InitOnceKernel):
         continuous = self._continuous_values(state.inner_state, model_args, model_kwargs, discrete)
         if joint:
             flat, unravel = ravel_pytree(state.inner_state.z)
+            flat_before = flat
         evals = jnp.array(0, jnp.int32)
         stages = jnp.array(0, jnp.int32)
         for name, k in zip(ms.discrete_sites, keys):
@@ -682,6 +683,11 @@ class RacingGibbs(InitOnceKernel):
             # energy) depends on the discrete values only: rebuild it when one changed,
             # skipping the full-data pass otherwise (a real branch, also under vmap)
             changed = jnp.any(jnp.stack([jnp.any(discrete[k] != state.z[k]) for k in ms.discrete_sites]))
+            if joint:  # a joint move may put the continuous sites elsewhere and the discrete ones back where
+                # they were (the conditional draw a -> b, the joint move b -> a with theta ~ g_a): what the
+                # inner state caches at its point (NUTS's potential energy and gradient, an exact RacingMH's
+                # log-likelihood sum) is recomputed then too
+                changed = changed | jnp.any(flat != flat_before)
             refresh_cost = getattr(self.inner_kernel, "refresh_likelihood_evals", 0)
             if cache is None:
                 inner_state = _run_at_most_once(

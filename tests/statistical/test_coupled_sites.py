@@ -15,7 +15,7 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 import pytest
-from numpyro.infer import MCMC
+from numpyro.infer import MCMC, NUTS
 from scipy import special, stats
 
 from sizes import size
@@ -97,18 +97,22 @@ def _shift_posterior(y):
     return p, sums / (1 + n), 1.0 / np.sqrt(1 + n)
 
 
-def test_joint_moves_sample_a_closed_form_posterior_over_configurations():
+@pytest.mark.parametrize("inner", ["racing_mh", "nuts"])
+def test_joint_moves_sample_a_closed_form_posterior_over_configurations(inner):
     """``y_n ~ N(mu + 3k, 1)``, ``k ~ Bernoulli(1/2)``, ``mu ~ N(0, 1)``, N = 400 (NumPy float64): mu's
     conditional modes for k = 0 and k = 1 lie 3 apart, 60 posterior sds, so only a joint move changes k;
     the prior on mu makes p(k = 1 | y) about 0.2 (closed form).  The chains' share of k = 1 and mu's
     mean given each k must match the closed form within 4 Monte Carlo standard errors (ArviZ-free:
     batch means over 20 batches per chain).  A one-site chain (mutant) has p(k = 1) of 0 or 1 per chain,
-    tens of standard errors from 0.2."""
+    tens of standard errors from 0.2.  With an inner NUTS: a joint move that puts mu elsewhere and k back
+    where it was must refresh NUTS's cached potential energy and gradient (a kernel that refreshed only
+    when k changed left them stale there)."""
     rng = np.random.default_rng(11)
     y = rng.normal(1.0, 1.0, size=400)
     p, means, sd = _shift_posterior(y)
     assert 0.05 < p[1] < 0.5
-    mcmc = _run(RacingGibbs(shift_model, inner_kernel=RacingMH(shift_model)), y, 2, size(300, 500),
+    inner_kernel = RacingMH(shift_model) if inner == "racing_mh" else NUTS(shift_model)
+    mcmc = _run(RacingGibbs(shift_model, inner_kernel=inner_kernel), y, 2, size(300, 500),
                 size(2000, 6000), seed=1)
     samples = mcmc.get_samples(group_by_chain=True)
     k = np.asarray(samples["k"], np.float64)
