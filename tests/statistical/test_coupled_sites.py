@@ -104,9 +104,9 @@ def test_joint_moves_sample_a_closed_form_posterior_over_configurations(inner):
     the prior on mu makes p(k = 1 | y) about 0.2 (closed form).  The chains' share of k = 1 and mu's
     mean given each k must match the closed form within 4 Monte Carlo standard errors (ArviZ-free:
     batch means over 20 batches per chain).  A one-site chain (mutant) has p(k = 1) of 0 or 1 per chain,
-    tens of standard errors from 0.2.  With an inner NUTS: a joint move that puts mu elsewhere and k back
-    where it was must refresh NUTS's cached potential energy and gradient (a kernel that refreshed only
-    when k changed left them stale there)."""
+    tens of standard errors from 0.2.  Also with an inner NUTS, whose cached potential energy and gradient
+    the joint moves must refresh (a mutant that refreshes only when k changes passes here: the stale case,
+    a conditional flip followed by a joint move back, needs a coupling this posterior's 60 sds rule out)."""
     rng = np.random.default_rng(11)
     y = rng.normal(1.0, 1.0, size=400)
     p, means, sd = _shift_posterior(y)
