@@ -24,16 +24,20 @@ fresh kernel (compilation of the K full-data Laplace fits included, as a user pa
 the seconds of the first ``MCMC.run`` from that state (compilation, 200 warmup + 200 draws); ``step_ms``, the
 steady milliseconds per step (a second ``run`` of 400 draws from the post-warmup state, compiled);
 ``evals_per_step``, the mean ``num_likelihood_evals`` per step of that run, and ratios of each to the
-``no_fits`` baseline of the same model.  Timings on whatever CPU runs it (the committed results: a
-2-core machine shared with other jobs, so differences under about 10% are noise).
+``no_fits`` baseline of the same model.  The evaluation counts are deterministic; the seconds are
+wall-clock on whatever CPU runs it (the committed run: 2 cores shared with other jobs, noisy: see the
+markdown).
 
     python benchmarks/racing_gibbs_joint_cost.py   # -> results/racing_gibbs_joint_cost.{json,md}
+    python benchmarks/racing_gibbs_joint_cost.py --markdown-only   # the .md again from the .json
 """
 
 from __future__ import annotations
 
 import json
+import os
 import platform
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -146,16 +150,28 @@ def main():
             r[f"{k}_ratio"] = r[k] / base[k]
     meta = {"num_warmup": NUM_WARMUP, "num_samples_first_run": NUM_SAMPLES, "num_steady_steps": NUM_STEADY,
             "chains": 1, "platform": platform.platform(), "jax": jax.__version__, "numpyro": numpyro.__version__,
+            "load_average_1min_at_end": os.getloadavg()[0], "cpus": os.cpu_count(),
             "settings": {k: {c: str(v) for c, v in s.items()} for k, s in SETTINGS.items()}}
     out = HERE / "results"
     out.mkdir(exist_ok=True)
     (out / "racing_gibbs_joint_cost.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    write_markdown(rows, meta)
+
+
+def write_markdown(rows, meta):
+    """results/racing_gibbs_joint_cost.md from the rows (``--markdown-only``: from the committed json)."""
+    load = meta.get("load_average_1min_at_end")
     lines = ["# RacingGibbs joint moves: cost per chain (N = 5,000, NumPy float64, defaults, inner RacingMH)", "",
              "Settings monkeypatch `subsample_mcmc.numpyro.gibbs`: `forced_on` `_COUPLED_SDS = -1`, `forced_off` "
              "`_COUPLED_SDS = 1e30`, `no_fits` `_MAX_JOINT_CONFIGURATIONS = 0` (the baseline; ratios against it). "
-             f"One chain; init of a fresh kernel; first run from its state: {NUM_WARMUP} warmup + {NUM_SAMPLES} draws; steady: "
-             f"{NUM_STEADY} further draws from the post-warmup state. CPU: {platform.processor() or platform.machine()}"
-             " (shared with other jobs: differences under about 10% are noise).", "",
+             f"One chain; init of a fresh kernel; first run from its state: {meta['num_warmup']} warmup + "
+             f"{meta['num_samples_first_run']} draws; steady: {meta['num_steady_steps']} further draws from the "
+             "post-warmup state.", "",
+             "The likelihood evaluations per step are counts (deterministic for the seeds); the seconds are "
+             f"wall-clock on a shared machine ({meta.get('cpus')} CPUs"
+             + (f", 1-minute load average {load:.1f} at the end of the run" if load is not None else "")
+             + "): two settings doing identical steps (`coupled` `forced_off` and `no_fits`) differ by a factor "
+             "1.6 in step ms, so only timing ratios far from 1 mean anything.", "",
              "| model | setting | joint moves | coupling (sds) | init s | first run s | step ms | evals/step | "
              "init x | step x | evals x | values visited |", "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
@@ -163,8 +179,12 @@ def main():
                      f"{r['init_s']:.1f} | {r['first_run_s']:.1f} | {r['step_ms']:.2f} | {r['evals_per_step']:.0f} | "
                      f"{r['init_s_ratio']:.2f} | {r['step_ms_ratio']:.2f} | {r['evals_per_step_ratio']:.2f} | "
                      f"{r['discrete_values_visited']} |")
-    (out / "racing_gibbs_joint_cost.md").write_text("\n".join(lines) + "\n")
+    (HERE / "results" / "racing_gibbs_joint_cost.md").write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":
-    main()
+    if "--markdown-only" in sys.argv:
+        saved = json.loads((HERE / "results" / "racing_gibbs_joint_cost.json").read_text())
+        write_markdown(saved["rows"], saved["meta"])
+    else:
+        main()
