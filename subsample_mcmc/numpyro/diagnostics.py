@@ -48,6 +48,8 @@ class DiscreteChainReport(NamedTuple):
 def _by_chain(samples: Any) -> Mapping[str, np.ndarray]:
     """``{site: [chains, draws, ...]}`` from an ``MCMC``, an InferenceData/DataTree or a mapping."""
     if hasattr(samples, "get_samples") and hasattr(samples, "num_chains"):  # numpyro.infer.MCMC
+        if getattr(samples, "_states", None) is None:
+            raise ValueError("samples: this MCMC has no draws yet; call mcmc.run(...) before check_discrete_chains")
         return {k: np.asarray(v) for k, v in samples.get_samples(group_by_chain=True).items()}
     posterior = getattr(samples, "posterior", None)  # ArviZ InferenceData or DataTree
     if posterior is not None:
@@ -55,7 +57,15 @@ def _by_chain(samples: Any) -> Mapping[str, np.ndarray]:
         return {k: np.asarray(posterior[k].values if hasattr(posterior[k], "values") else posterior[k])
                 for k in names}
     if isinstance(samples, Mapping):
-        return {k: np.asarray(v) for k, v in samples.items()}
+        draws = {k: np.asarray(v) for k, v in samples.items()}
+        # a dict of flat draws (mcmc.get_samples() without group_by_chain) has no chain axis: its scalar
+        # sites are 1-D and an array site's [draws, k] would be read as k draws of `draws` chains
+        flat = [k for k, v in draws.items() if v.ndim < 2 or v.shape[0] > v.shape[1]]
+        if flat:
+            raise ValueError(f"samples: sites {flat} have shapes {[draws[k].shape for k in flat]}, not [chains, "
+                             "draws, ...] (fewer chains than draws): pass mcmc.get_samples(group_by_chain=True), "
+                             "the MCMC itself, or its InferenceData")
+        return draws
     raise TypeError("samples must be a numpyro.infer.MCMC after run(), an ArviZ InferenceData/DataTree, or a "
                     f"dict {{site: [chains, draws, ...] array}} (e.g. mcmc.get_samples(group_by_chain=True)); "
                     f"got {type(samples).__name__}")
@@ -67,7 +77,7 @@ def _integer_valued(x: np.ndarray) -> bool:
     return x.dtype.kind == "f" and x.size > 0 and bool(np.all(np.isfinite(x))) and bool(np.all(x == np.round(x)))
 
 
-def check_discrete_chains(samples: Any, sites: Optional[Sequence[str]] = None, *,
+def check_discrete_chains(samples: Any, sites: Optional[str | Sequence[str]] = None, *,
                           warn: bool = True) -> list[DiscreteChainReport]:
     r"""Report discrete sites whose chains disagree, where R-hat is NaN or blind.
 
@@ -82,8 +92,8 @@ def check_discrete_chains(samples: Any, sites: Optional[Sequence[str]] = None, *
     Args:
         samples: a ``numpyro.infer.MCMC`` after ``run`` (more than one chain), an ArviZ
             ``InferenceData``/``DataTree``, or a dict ``{site: [chains, draws, ...]}``.
-        sites: the sites to check; default every site whose values are integers (integer or bool
-            dtype, or floats that are all whole numbers).
+        sites: a site name or the names of the sites to check; default every site whose values are
+            integers (integer or bool dtype, or floats that are all whole numbers).
         warn: emit one ``UserWarning`` naming every problem found.
 
     Returns:
@@ -97,8 +107,13 @@ def check_discrete_chains(samples: Any, sites: Optional[Sequence[str]] = None, *
         check_discrete_chains(mcmc)   # warns if chains of a discrete site disagree
     """
     draws = _by_chain(samples)
+    if isinstance(sites, str):
+        sites = [sites]
     if sites is None:
         sites = [k for k, v in draws.items() if v.ndim >= 2 and _integer_valued(v)]
+        if not sites and warn:
+            warnings.warn(f"check_discrete_chains: no site of {sorted(draws)} has integer values; nothing was "
+                          "checked (name the sites with sites=[...])", UserWarning, stacklevel=2)
     else:
         missing = [k for k in sites if k not in draws]
         if missing:

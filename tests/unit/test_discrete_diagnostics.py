@@ -65,3 +65,32 @@ def test_bad_input_names_the_fix():
         check_discrete_chains({"k": _constant([1, 2])}, sites=["nu"])
     with pytest.raises(TypeError, match="group_by_chain"):
         check_discrete_chains([1, 2, 3])
+
+
+def test_flat_draws_and_an_unrun_mcmc_are_refused_not_read_as_chains():
+    """``mcmc.get_samples()`` without ``group_by_chain`` has no chain axis: a scalar site is 1-D (nothing
+    to check: the call used to return [] in silence) and an array site's ``[draws, 8]`` would be read as
+    8 draws of ``draws`` chains.  Both are refused with the fix named, as is an MCMC not yet run; a single
+    site may be named by a string."""
+    import numpyro
+    import numpyro.distributions as dist
+    from numpyro.infer import MCMC, NUTS
+
+    k = _constant([3, 3, 2, 3])
+    with pytest.raises(ValueError, match=r"group_by_chain=True"):
+        check_discrete_chains({"k": k.reshape(-1)})
+    z = np.random.default_rng(4).integers(0, 2, size=(800, 8))
+    with pytest.raises(ValueError, match=r"'z'.*\(800, 8\).*group_by_chain=True"):
+        check_discrete_chains({"z": z})
+    with pytest.warns(UserWarning, match="different values"):
+        (report,) = check_discrete_chains({"k": k, "x": np.zeros((4, 200))}, sites="k")
+    assert report.site == "k"
+    with pytest.warns(UserWarning, match="no site .* has integer values"):
+        assert check_discrete_chains({"mu": np.random.default_rng(5).normal(size=(4, 200))}) == []
+
+    def model():
+        numpyro.sample("mu", dist.Normal())
+
+    with pytest.raises(ValueError, match=r"mcmc.run"):
+        check_discrete_chains(MCMC(NUTS(model), num_warmup=1, num_samples=1, num_chains=2,
+                                   chain_method="vectorized"))
