@@ -707,17 +707,13 @@ ZOO = (
     # against z_crit 3.80).  At init RacingGibbs warns that the inner RacingMH's scale cannot follow the
     # conditional's curvature across values on link_choice (5-fold: cloglog) and ar_order (1784-fold: a
     # padded coefficient's prior sd against its data-fitted sd); both pass (the joint moves redraw the
-    # continuous sites from each configuration's Laplace fit)
+    # continuous sites from each configuration's Laplace fit).  Full size, the four together: max |z| 3.21
+    # (dof; its sd(scale) z was 3.8-4.15 while a joint move's race could stop after 50 points and move to
+    # nu = 6, posterior 3e-7, in 0.3% of moves), 1.44 (link; P(probit) z 1.23, was 2.42), 1.50, 1.87
     Entry("student_dof_coupled", "coupled: dof grid beside loc/scale, exact over configurations",
           student_dof_coupled, dof_coupled_data, {"racing_gibbs_mh": racing_gibbs_mh}, reference="exact",
           exact=configuration_mixture(student_dof_coupled, "k", range(len(NU_COUPLED))), plate_size=2000,
-          ci=False, xfail={"racing_gibbs_mh": (
-              "sd(scale) z = +4.15: the kernel's mixture sd of scale is 0.0787 against 0.0740 by 2-D quadrature "
-              "(reference draws 0.0726). p(nu = 3) and p(nu = 4) are right (0.33 / 0.67), but the race puts "
-              "0.25-0.5% of draws at nu = 6 (posterior probability about 3e-7; kernel seeds 0, 1, 2), where the "
-              "scale is 4 sds higher, and the spread within nu = 4 is 2-9% above quadrature's 0.0434 (0.0475, "
-              "0.0458, 0.0441 over those seeds; 0.0457 with method='exact'), while RacingMH alone on the nu = 4 "
-              "model gives 0.0433")}),
+          ci=False),
     Entry("link_choice", "coupled: logit/probit/cloglog link beside coefficients, exact over configurations",
           link_choice, link_choice_data, {"racing_gibbs_mh": racing_gibbs_mh}, reference="exact",
           exact=configuration_mixture(link_choice, "link", range(3)), plate_size=3000, ci=False),
