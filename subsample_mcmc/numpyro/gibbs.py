@@ -147,7 +147,12 @@ class RacingGibbs(InitOnceKernel):
     (the product-space step of :func:`~subsample_mcmc.kernels.product_space.shared_space_arms`,
     Carlin & Chib 1995), so that the discrete value and the continuous sites move together
     within total variation ``delta / 2`` of the exact move (the conditional draw takes the other
-    half).  The state's ``joint_moves`` and ``coupling_sds`` say what init decided and measured.
+    half).  The move's race reads first at least the heavy-tail guard's minimum sample
+    ``28 + 25 max(g1^2, k - 3)`` (Sugden et al. 2000) at the population skewness ``g1`` and
+    kurtosis ``k`` of the per-datum differences between configurations at their modes, which
+    init measures on all the data (:meth:`_joint_guard_sample`): the few data that separate two
+    configurations are not missed by a small first batch.  The state's ``joint_moves``,
+    ``coupling_sds`` and ``joint_guard_sample`` say what init decided and measured.
     With more than 64 configurations no joint move is made; init then measures the coupling one
     site at a time and warns where it is above 2 sds.
 
