@@ -322,9 +322,14 @@ class RacingMH(InitOnceKernel):
             initialised from the inverse Hessian at the mode (the Laplace covariance) and
             re-estimated over warmup like the diagonal one.  Default ``None``: dense for
             at most 256 unconstrained parameters, diagonal beyond.
-        newton_steps: at most this many full-data Newton steps polish the best restart
+        newton_steps: a cap: at most this many full-data Newton steps polish the best restart
             (each: one gradient-and-Hessian pass over the data and usually one
-            log-likelihood pass; it stops early once the Newton decrement is below 1e-3).
+            log-likelihood pass; it stops early once the Newton decrement is below 1e-3,
+            after 2-4 steps on a well-scaled model).  Newton's step is taken in the
+            Jacobi-scaled basis (:func:`~subsample_mcmc.kernels.laplace.jacobi_scale`), so raw
+            covariates (age squared, income in dollars) do not defeat it in float32; from an
+            Adam end far up such a design's slope it may need 10-20 steps (the default was 4,
+            which left a raw-covariate logistic regression "not a mode").
             The one ascent from ``init_params`` or a prior draw may take ``max(newton_steps, 32)``.
         taylor_order: order of the Taylor proxy (``control_variate="taylor"``): ``None`` (the
             default: chosen at ``init``, below), 2 or 3.  Third order adds ``1/6 T[D, D, D]`` with
@@ -395,7 +400,7 @@ class RacingMH(InitOnceKernel):
         map_steps: int = 500,
         reward_range=None,
         control_variate: Optional[str] = "taylor",
-        newton_steps: int = 4,
+        newton_steps: int = 32,
         num_restarts: int = 32,
         exact_when_cheaper: bool = True,
         dense_mass: Optional[bool] = None,
