@@ -110,6 +110,9 @@ _MODE_TOL = 1.0  # restarts within this many log-posterior units per parameter c
 # a restart as high as the best mode (within _MODE_TOL per parameter) but farther than this squared Mahalanobis
 # distance per parameter (10 posterior sds in one), and stationary, ended at another mode of equal height
 _TWIN_DISTANCE2 = 100.0
+#: a restart's end is a mode (for the lower-mode and equal-height reports) only where its own Newton decrement
+#: g'|H|^-1 g is at most this; otherwise it is an ascent that had not converged (RacingMH._stationary)
+_OWN_DECREMENT_MAX = 1.0
 #: the rare-influential-data check at init: the chain samples by the exact step when, over pairs of
 #: Laplace draws, the race's first batch typically sees less than 1/5 of its rewards' sd (the median
 #: ratio) and the median true stage-1 sd exceeds 0.01 nats.  Median ratios over 16 chains
@@ -279,10 +282,10 @@ class RacingMH(InitOnceKernel):
 
             Reported: a ``UserWarning`` when restarts ended at lower modes (full-data
             log posterior lower by more than one unit per parameter, higher than the
-            best mode's quadratic bowl predicts at their distance, and stationary: the
-            Newton decrement there, in the best mode's curvature, at most 10 units per
-            parameter; so not merely unconverged: the posterior is multimodal and a
-            higher mode may have been missed), or when the polished point is not a mode (decrement above 1, not on
+            best mode's quadratic bowl predicts at their distance, and converged: the
+            Newton decrement ``g'|H|^-1 g`` at the restart's end, in its own curvature,
+            at most 1; so not merely an unconverged ascent, which is not reported: the
+            posterior is multimodal and a higher mode may have been missed), or when the polished point is not a mode (decrement above 1, not on
             a support boundary); a ``ValueError`` naming the non-finite term (a latent
             value, a prior or Jacobian term, or an observed site at a data index) when
             the start's log posterior is not finite.  The remedy named in both: more
@@ -1073,23 +1076,27 @@ class RacingMH(InitOnceKernel):
                     decrement=info.decrement, negative_definite=info.negative_definite)
 
     def _stationary(self, ends, hessian, tol, model_args, model_kwargs) -> np.ndarray:
-        """Which of the restarts' ``ends`` are stationary points of the full-data log posterior, not ascents
-        that stopped on a slope: the Newton decrement ``g'(-H)^-1 g`` at the end, in the best mode's curvature
-        ``H`` (twice the gain a Newton step would predict there), is at most ``10 tol``.  Adam ascents in an
-        LKJ Cholesky factor's unconstrained space ended 4,500-12,800 units below a unimodal posterior's mode
-        with gradients of norm 2,000-4,500 (decrements 280-1,300 at d = 9; tol = 9); a two-component mixture's
-        merged-component modes are stationary.  One full-data gradient pass per end, only when a restart is
-        lower."""
+        """Which of the restarts' ``ends`` are modes of the full-data log posterior, not ascents that stopped
+        on a slope: the Newton decrement at the end in its *own* curvature, ``g'|H|^-1 g`` (``|H|``: the
+        Jacobi-scaled Hessian's eigenvalues by magnitude, floored at 1e-6 of the largest), is at most
+        :data:`_OWN_DECREMENT_MAX` (a Newton step from there would gain at most half that: the end is within
+        about a posterior sd of a stationary point).  Measured in the best mode's curvature instead (the
+        check before), unconverged Adam ascents of a unimodal negative binomial regression with an offset,
+        where the restarts' curvature differs from the mode's by orders of magnitude, passed as "lower
+        modes" on every run; an LKJ Cholesky factor's ascents ended 4,500-12,800 units below a unimodal
+        posterior's mode with gradients of norm 2,000-4,500.  A two-component mixture's merged-component
+        modes are stationary.  One full-data gradient-and-Hessian pass per end, only when a restart is lower
+        (or far).  ``tol`` is unused (kept for the signature).  The decrements are kept in
+        ``self._restart_decrements``."""
         def grads(x, args, kwargs):
             _, value = self._full_log_posterior(args, kwargs)
-            return jax.vmap(jax.grad(value))(x)
+            return jax.vmap(jax.grad(value))(x), jax.lax.map(jax.hessian(value), x)
 
-        g = np.asarray(jit_with_data(grads, model_args, model_kwargs)(jnp.asarray(ends)), np.float64)
-        try:
-            dec = np.einsum("ri,ri->r", g, np.linalg.solve(-np.asarray(hessian, np.float64), g.T).T)
-        except np.linalg.LinAlgError:
-            return np.ones(len(ends), bool)  # no metric: keep the warning
-        return ~(np.abs(dec) > 10 * tol)  # NaN gradients keep the warning
+        g, h = jit_with_data(grads, model_args, model_kwargs)(jnp.asarray(ends))
+        dec = np.array([_own_decrement(gi, hi) for gi, hi in zip(np.asarray(g, np.float64),
+                                                                   np.asarray(h, np.float64))])
+        self._restart_decrements = dec
+        return dec <= _OWN_DECREMENT_MAX  # NaN gradients: not a mode
 
     def _check_search(self, report, model_args, model_kwargs, chain=None, one_ascent_from=None, kinked=False):
         """Warnings (or an error) from the mode search's report; nothing when traced.
@@ -1147,9 +1154,11 @@ class RacingMH(InitOnceKernel):
         if lower.size:
             gaps = ", ".join(f"{g:.4g}" for g in gap[lower])
             warnings.warn(
-                f"RacingMH start{of_chain}: {lower.size} of {r} restarts of the mode search ended at lower "
-                f"modes (full-data log posterior lower by {gaps}); {role} is the best of them (restart "
-                f"{int(rep['best'])}). The posterior may be multimodal and a higher mode may have been missed: "
+                f"RacingMH start{of_chain}: {lower.size} of {r} restarts of the mode search ended at other, lower "
+                f"modes (full-data log posterior lower by {gaps}; each a converged stationary point, Newton "
+                "decrement g'|H|^-1 g <= 1 in its own curvature, not an ascent stopped on a slope, which is not "
+                f"reported); {role} is the best of them (restart {int(rep['best'])}). The posterior is "
+                "multimodal and a higher mode may have been missed: "
                 "raise num_restarts, or pass init_params (e.g. a draw from a short NUTS run on a subset of "
                 "the data).", UserWarning, stacklevel=4)
         if twins.size:
@@ -1503,6 +1512,19 @@ def _kinked(states):
         return None
     exact, ratio, edge = (np.atleast_1d(np.asarray(v)) for v in leaves)
     return exact & np.isinf(ratio) & ~edge
+
+
+def _own_decrement(g, h):
+    """``g'|H|^-1 g`` in float64 in the Jacobi-scaled basis (``|H|``: eigenvalues by magnitude, floored at 1e-6
+    of the largest); ``inf`` where ``g`` or ``H`` is not finite."""
+    if not (np.all(np.isfinite(g)) and np.all(np.isfinite(h))):
+        return np.inf
+    d = np.abs(np.diagonal(h))
+    top = d.max(initial=0.0)
+    s = 1.0 / np.sqrt(np.maximum(d, max(1e-12 * top, 1e-300))) if top > 0 else np.ones_like(d)
+    lam, q = np.linalg.eigh(0.5 * (h + h.T) * s[:, None] * s[None, :])
+    mag = np.maximum(np.abs(lam), 1e-6 * np.abs(lam).max(initial=0.0) + 1e-300)
+    return float(np.sum((q.T @ (s * g)) ** 2 / mag))
 
 
 def _unmeasured_at_edge(report):
