@@ -44,6 +44,7 @@ and ``az.from_numpyro`` puts them in ``sample_stats``.
 from __future__ import annotations
 
 import copy
+import functools
 import warnings
 from typing import NamedTuple, Optional
 
@@ -101,6 +102,10 @@ class RacingMHState(NamedTuple):
     #: the mode: a likelihood whose support moves with the parameters), or an observed value moves with the
     #: latents under a bounded support (``obs=y - loc``); the chain samples by the exact step
     support_boundary: jax.Array = False
+    #: over the last quarter of warmup (:meth:`RacingMH._mixing_window`): ``[2, p]`` sums of ``x - center`` and
+    #: of its square, and the accepted moves; read once at the end of warmup (:func:`_warn_poor_mixing`)
+    window_moments: Optional[jax.Array] = None
+    window_accepts: jax.Array = 0.0
 
 
 _DA_INIT, _DA_UPDATE = dual_averaging()
@@ -124,6 +129,12 @@ _SPREAD_RATIO_MAX, _SPREAD_MIN_NATS, _SPREAD_PAIRS = 5.0, 0.01, 6
 #: kernels.proxy.curvature_mismatch): a kink in the parameters, as in Laplace or quantile regression, where a
 #: fresh user's L1 regression (N = 20,000) came out with posterior sds 5x NUTS's and R-hat below 1.05
 _KINK_STEP, _KINK_MISMATCH_MAX = 0.5, 0.5
+#: the poor-mixing check at the end of warmup (_warn_poor_mixing): over the last quarter of warmup (at least
+#: _MIXING_MIN_STEPS steps), an acceptance below _MIXING_MIN_ACCEPT, or for a Crank-Nicolson chain whose mass
+#: matrix is the full-data Laplace covariance, a coordinate whose draws' variance is more than
+#: _MIXING_VARIANCE_RATIO times the Laplace variance (or all below 1/_MIXING_VARIANCE_RATIO of it: a chain that
+#: does not move), or whose draws' mean is more than _MIXING_MEAN_SDS Laplace sds from the mode
+_MIXING_MIN_STEPS, _MIXING_MIN_ACCEPT, _MIXING_VARIANCE_RATIO, _MIXING_MEAN_SDS = 25, 0.02, 10.0, 10.0
 _TARGET_ACCEPT = {"random_walk": 0.234, "langevin": 0.574, "crank_nicolson": 0.5}
 _DENSE_MAX_DIMENSION = 256  # dense_mass=None: a dense mass matrix up to this many parameters
 #: taylor_order=None (see RacingMH): a race reads about 2 m + _TAIL_READS_PER_NAT S sqrt(N) data per step,
@@ -941,6 +952,8 @@ class RacingMH(InitOnceKernel):
             laplace_k_hat=k_hat,
             residual_spread_ratio=spread,
             support_boundary=boundary,
+            window_moments=jnp.zeros((2, d), flat.dtype),
+            window_accepts=jnp.zeros((), flat.dtype),
         )
         if not report:
             return state
@@ -1264,8 +1277,38 @@ class RacingMH(InitOnceKernel):
                 "of the likelihood does not depend on the latent sites"
             )
         if getattr(self, "_vectorized", False):
-            return jax.vmap(self._sample_one, in_axes=(0, None, None))(state, model_args, model_kwargs)
-        return self._sample_one(state, model_args, model_kwargs)
+            new = jax.vmap(self._sample_one, in_axes=(0, None, None))(state, model_args, model_kwargs)
+        else:
+            new = self._sample_one(state, model_args, model_kwargs)
+        return self._check_mixing(new)
+
+    def _mixing_window(self):
+        """``(start, end)``: the last quarter of warmup (step size final where the race's cost is measured),
+        over which the poor-mixing check sums; empty when it would hold fewer than ``_MIXING_MIN_STEPS``."""
+        nw = self._num_warmup
+        start = (3 * nw) // 4
+        return (nw, nw) if nw - start < _MIXING_MIN_STEPS else (start, nw)
+
+    def _check_mixing(self, state):
+        """At the end of warmup (the step whose new ``i`` is ``num_warmup``), once: the window's acceptance
+        and the spread of its draws against the Laplace covariance, read on the host
+        (:func:`_warn_poor_mixing`).  One ``jax.debug.callback`` in a real branch (``i`` is shared by the
+        chains), nothing on the other steps; inner kernels of Gibbs or model selection call ``_sample_one``
+        and are not checked."""
+        start, end = self._mixing_window()
+        if start == end or state.window_moments is None:
+            return state
+        full = bool(getattr(self, "_mass_from_full_data", False)) and not self._reestimate_mass
+        steps = end - start
+
+        def report(_):
+            jax.debug.callback(functools.partial(_warn_poor_mixing, steps=steps, laplace=full),
+                               state.window_moments, state.window_accepts, state.inverse_mass_matrix,
+                               state.crank_nicolson, state.exact_mode)
+
+        i = jnp.ravel(state.i)[0]
+        jax.lax.cond(i == end, report, lambda _: None, None)
+        return state
 
     def _sample_one(self, state, model_args, model_kwargs, control_variate_fn=None, exact_log_likelihood_fn=None):
         """One step of one chain; ``control_variate_fn`` (``(x, x') -> ArmControlVariates``, given by
@@ -1325,6 +1368,13 @@ class RacingMH(InitOnceKernel):
         else:
             center, factor = state.center, state.mass_factor
         exact_mode, race_cost = self._choose_mode(state, info, b)
+        moments, accepts = state.window_moments, state.window_accepts
+        if moments is not None:
+            w0, w1 = self._mixing_window()
+            inside = (state.i >= w0) & (state.i < w1)
+            dx = new_flat - state.center
+            moments = moments + jnp.where(inside, jnp.stack([dx, dx * dx]), 0.0).astype(moments.dtype)
+            accepts = accepts + jnp.where(inside, accept, 0.0).astype(accepts.dtype)
         return RacingMHState(
             i=i, z=self._unravel(new_flat), step_size=step, inverse_mass_matrix=inv_mass,
             accept_prob=accept, mean_accept_prob=mean_accept,
@@ -1333,6 +1383,7 @@ class RacingMH(InitOnceKernel):
             proxy=state.proxy, rng_key=key, exact_mode=exact_mode, log_lik_sum=ll_sum, race_cost=race_cost,
             center=center, mass_factor=factor, crank_nicolson=state.crank_nicolson, laplace_k_hat=state.laplace_k_hat,
             residual_spread_ratio=state.residual_spread_ratio, support_boundary=state.support_boundary,
+            window_moments=moments, window_accepts=accepts,
         )
 
     def _cost_window(self):
@@ -1512,6 +1563,44 @@ def _kinked(states):
         return None
     exact, ratio, edge = (np.atleast_1d(np.asarray(v)) for v in leaves)
     return exact & np.isinf(ratio) & ~edge
+
+
+def _warn_poor_mixing(moments, accepts, inv_mass, crank_nicolson, exact, *, steps, laplace):
+    """Host side of :meth:`RacingMH._check_mixing`: one ``UserWarning`` naming the chains whose warmup's last
+    window mixed poorly (see :data:`_MIXING_MIN_STEPS`) and the fix.  ``laplace``: the mass matrix is the
+    full-data Laplace covariance (not re-estimated), so the draws' spread can be compared with it."""
+    moments, accepts = np.asarray(moments, np.float64), np.asarray(accepts, np.float64)
+    inv_mass = np.asarray(inv_mass, np.float64)
+    if moments.ndim == 2:  # one chain: a leading axis of one
+        moments, accepts, inv_mass = moments[None], accepts[None], inv_mass[None]
+    var = np.diagonal(inv_mass, axis1=-2, axis2=-1) if inv_mass.ndim == 3 else inv_mass
+    cn = np.broadcast_to(np.atleast_1d(np.asarray(crank_nicolson)), accepts.shape)
+    exact = np.broadcast_to(np.atleast_1d(np.asarray(exact)), accepts.shape)
+    problems = []
+    for c in range(accepts.shape[0]):
+        rate = accepts[c] / steps
+        mean = moments[c, 0] / steps
+        spread = np.maximum(moments[c, 1] / steps - mean ** 2, 0.0)
+        why = []
+        if rate < _MIXING_MIN_ACCEPT:
+            why.append(f"acceptance {rate:.3g}")
+        if laplace and cn[c] and rate >= _MIXING_MIN_ACCEPT:
+            ratio = spread / np.maximum(var[c], 1e-300)
+            off = np.abs(mean) / np.sqrt(np.maximum(var[c], 1e-300))
+            if np.max(ratio) > _MIXING_VARIANCE_RATIO or np.max(ratio) < 1 / _MIXING_VARIANCE_RATIO:
+                why.append(f"draws' variance {np.min(ratio):.3g}-{np.max(ratio):.3g} x the Laplace variance")
+            if np.max(off) > _MIXING_MEAN_SDS:
+                why.append(f"draws' mean {np.max(off):.3g} Laplace sds from the mode")
+        if why:
+            chain = "" if accepts.shape[0] == 1 else f"chain {c}: "
+            problems.append(chain + ", ".join(why) + (" (exact MH step)" if exact[c] else ""))
+    if problems:
+        warnings.warn(
+            f"RacingMH: the chain still mixes poorly at the end of warmup (over its last {steps} steps: "
+            + "; ".join(problems) + "). Its draws may not represent the posterior (R-hat and ESS will tell). "
+            "Raise num_warmup (and leave step_size to its adaptation); if the start warned, fix the start first (init_params at a mode, e.g. from a "
+            "full-data optimiser); on covariates of very different scales, centre and scale them.",
+            UserWarning, stacklevel=2)
 
 
 def _own_decrement(g, h):
