@@ -699,13 +699,17 @@ def importance_rejection(model, pool_factor=8, df=5.0, inflate=1.2):
             log_joint = jax.jit(lambda x: -info.potential_fn(unravel(x)))
             la, _ = jax.jit(lambda x0: fit_laplace(log_joint, x0))(flat0)
             mode, tril = np.asarray(la.mode, np.float64), inflate * np.asarray(la.scale_tril, np.float64)
-            proposal = stats.multivariate_t(loc=mode, shape=tril @ tril.T, df=df)
+            # the t by its Cholesky factor (scipy's multivariate_t refuses a covariance whose eigenvalues span
+            # the raw design's ~1e12 as singular); its log density up to a constant, which the bound absorbs
             batch = jax.jit(jax.vmap(log_joint))
-            kept = []
+            kept, p = [], mode.size
             while sum(len(k) for k in kept) < num:
-                x = proposal.rvs(size=pool_factor * num, random_state=rng).reshape(-1, mode.size)
+                m = pool_factor * num
+                u = rng.standard_normal((m, p))
+                x = mode + (u @ tril.T) / np.sqrt(rng.chisquare(df, m) / df)[:, None]
+                log_q = -0.5 * (df + p) * np.log1p(np.sum(np.linalg.solve(tril, (x - mode).T) ** 2, 0) / df)
                 lp = np.concatenate([np.asarray(batch(jnp.asarray(c))) for c in np.array_split(x, len(x) // 500)])
-                log_w = np.where(np.isfinite(lp), lp, -np.inf) - proposal.logpdf(x).reshape(len(x))
+                log_w = np.where(np.isfinite(lp), lp, -np.inf) - log_q
                 w = np.exp(log_w - log_w.max())
                 assert w.sum() ** 2 / np.sum(w ** 2) > 0.5 * len(x), "the t proposal does not cover the posterior"
                 kept.append(x[rng.uniform(size=len(x)) < w])
