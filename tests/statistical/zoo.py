@@ -795,7 +795,10 @@ ZOO = (
           ar_order, ar_order_data, {"racing_gibbs_mh": racing_gibbs_mh}, reference="exact",
           exact=configuration_mixture(ar_order, "order", range(AR_MAX)), plate_size=2000, ci=False),
     # issue 58 (3): raw covariates (age, age^2, dummies, income in dollars; cond ~2e6), NumPy float64, defaults.
-    # On 1677c2d the start was "not a mode" (Newton decrement inf after 4 steps) and the chains did not mix
+    # On 1677c2d the start was "not a mode" (Newton decrement inf after 4 steps) and the chains did not mix.
+    # Full size (make test-full, -k raw_covariate), this branch: passed, max |z| mean 2.69 (b[4]), sd 2.69 (b[7])
+    # against z_crit 4.06, sd ratios 0.986-1.049, R-hat 1.001, min ESS 3,033 of 4,000, 0.076 N evaluations per
+    # step, acceptance 0.95; the sd mutant 1.10 scores 7.91 (power); 48 s
     Entry("raw_covariate_logistic", "badly scaled design: raw age, age^2, dummies, income (cond > 1e6)",
           raw_covariate_logistic, raw_covariate_data, {"racing_mh": racing_mh}, reference="exact",
           exact=importance_rejection(raw_covariate_logistic), plate_size=20_000, ci=False),
