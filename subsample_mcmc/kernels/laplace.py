@@ -24,6 +24,9 @@ Ghahramani 2016) and the evidences that check them.
   only if the log posterior stays finite and increases (backtracking; when the step was
   cut by a non-finite value, bisection up to the support boundary).  Where the Hessian
   is not negative definite the step uses its absolute eigenvalues (an ascent direction).
+* :func:`jacobi_scale` -- ``1/sqrt(|H_ii|)``: the basis in which the pieces below do their float32
+  linear algebra (a raw-covariate design's Hessian has condition ~1e12, its scaled one that of the
+  covariates' correlations).
 * :func:`newton_decrement` -- ``g^T (-H)^{-1} g``: twice the log-posterior gain a Newton
   step promises; near zero at a mode, and about ``p`` for a point one posterior standard
   deviation away in each of ``p`` directions.
@@ -42,7 +45,7 @@ import jax
 import jax.numpy as jnp
 
 __all__ = ["log_density_sum", "adam_schedule", "adam_ascent", "last_finite", "newton_ascent",
-           "newton_decrement", "NewtonInfo", "LaplaceApproximation", "laplace_approximation", "fit_laplace",
+           "newton_decrement", "jacobi_scale", "NewtonInfo", "LaplaceApproximation", "laplace_approximation", "fit_laplace",
            "inverse_mass"]
 
 
@@ -176,8 +179,45 @@ def last_finite(values_fn: Callable, good: jax.Array, bad: jax.Array, f_good: ja
     return _keep_inside(values_fn, point(lo), good, f, active & (lo > 0))
 
 
+#: :func:`jacobi_scale` floors ``|H_ii|`` at this fraction of the largest (a flat or zero-curvature coordinate
+#: keeps a finite scale; ratios of 1e10 between coordinates, income in dollars beside an intercept, stay exact)
+_JACOBI_FLOOR = 1e-12
+
+
+def jacobi_scale(hess: jax.Array) -> jax.Array:
+    """``[p]`` Jacobi scales ``D_i = 1 / sqrt(|H_ii|)`` of a Hessian (or precision), guarded: ``|H_ii|`` floored
+    at :data:`_JACOBI_FLOOR` of the largest (and at the dtype's smallest normal), 1 where it is not finite or
+    every diagonal entry is 0.
+
+    In the basis ``x = D z`` the matrix is ``D H D``, unit diagonal: a design with raw covariates (an
+    intercept, age, age squared up to 4,096, income in dollars) has ``H_ii`` spread over ten orders of
+    magnitude and a condition number ~1e12 that float32 eigen-solvers cannot resolve (they found it "not
+    negative definite" at the mode), while ``D H D``'s condition number is that of the covariates'
+    correlations.  Newton's step, its decrement, the Laplace floor and the inverse mass matrix are computed
+    there (affine invariance: the same in exact arithmetic, what the scaling changes is the rounding).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> [float(v) for v in jacobi_scale(-jnp.diag(jnp.array([4.0, 1e8])))]
+        [0.5, 9.999999747378752e-05]
+    """
+    d = jnp.abs(jnp.diagonal(hess))
+    d = jnp.where(jnp.isfinite(d), d, 0.0)
+    top = jnp.max(d)
+    floor = jnp.maximum(_JACOBI_FLOOR * top, jnp.finfo(hess.dtype).tiny)
+    return jnp.where(top > 0, 1.0 / jnp.sqrt(jnp.maximum(d, floor)), jnp.ones_like(d))
+
+
+def _scaled(grad, hess):
+    """``(D, D g, D H D)`` with ``D = jacobi_scale(H)``."""
+    s = jacobi_scale(hess)
+    return s, s * grad, s[:, None] * hess * s[None, :]
+
+
 def newton_decrement(grad: jax.Array, hess: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """``(g^T (-H)^{-1} g, H negative definite)``; the decrement is ``inf`` where ``H`` is not."""
+    """``(g^T (-H)^{-1} g, H negative definite)``; the decrement is ``inf`` where ``H`` is not.
+    Computed in the Jacobi-scaled basis (:func:`jacobi_scale`): ``(Dg)^T (-DHD)^{-1} (Dg)``."""
+    _, grad, hess = _scaled(grad, hess)
     eig = jnp.linalg.eigvalsh(hess)
     negdef = jnp.all(eig < 0) & jnp.all(jnp.isfinite(eig))
     safe = jnp.where(negdef, hess, -jnp.eye(hess.shape[0], dtype=hess.dtype))
@@ -186,12 +226,14 @@ def newton_decrement(grad: jax.Array, hess: jax.Array) -> tuple[jax.Array, jax.A
 
 
 def _ascent_direction(grad, hess):
-    """Newton direction ``-H^{-1} g`` with ``H``'s eigenvalues replaced by ``-|lambda|``
-    (floored at 1e-6 of the largest): an ascent direction whatever the curvature."""
+    """Newton direction ``-H^{-1} g`` with the eigenvalues of the Jacobi-scaled ``DHD``
+    (:func:`jacobi_scale`) replaced by ``-|lambda|`` (floored at 1e-6 of the largest): an ascent
+    direction whatever the curvature, ``D (|DHD|)^{-1} D g``."""
+    s, grad, hess = _scaled(grad, hess)
     lam, q = jnp.linalg.eigh(hess)
     mag = jnp.abs(lam)
     mag = jnp.maximum(mag, 1e-6 * jnp.max(mag) + jnp.finfo(hess.dtype).tiny)
-    return q @ ((q.T @ grad) / mag)
+    return s * (q @ ((q.T @ grad) / mag))
 
 
 class NewtonInfo(NamedTuple):
@@ -371,7 +413,8 @@ def laplace_approximation(mode: jax.Array, hessian: jax.Array, log_density=0.0,
                           floor: float = 1e-6) -> LaplaceApproximation:
     r"""The Laplace approximation at ``mode`` from the Hessian ``H`` of ``log p`` there.
 
-    ``P = -H`` symmetrised, with each eigenvalue floored at ``floor * max(1, lambda_max)``
+    ``P = -H`` symmetrised and Jacobi-scaled (:func:`jacobi_scale`, ``D P D``), with each eigenvalue of
+    ``D P D`` floored at ``floor * max(1, lambda_max)``
     (a flat or wrong-signed direction gets a wide but proper Gaussian instead of an
     infinite variance), then ``Sigma = P^{-1} = L L'``::
 
@@ -385,10 +428,12 @@ def laplace_approximation(mode: jax.Array, hessian: jax.Array, log_density=0.0,
     """
     mode = jnp.asarray(mode)
     p = -0.5 * (hessian + hessian.T)
-    lam, vec = jnp.linalg.eigh(p)
+    # in the Jacobi-scaled basis (jacobi_scale): P = D^-1 (D P D) D^-1, Sigma = D (D P D)^-1 D
+    s = jacobi_scale(p)
+    lam, vec = jnp.linalg.eigh(s[:, None] * p * s[None, :])
     lam = jnp.maximum(lam, floor * jnp.maximum(1.0, jnp.max(lam)))
-    precision = (vec * lam) @ vec.T
-    scale_tril = jnp.linalg.cholesky((vec / lam) @ vec.T)
+    precision = ((vec * lam) @ vec.T) / s[:, None] / s[None, :]
+    scale_tril = s[:, None] * jnp.linalg.cholesky((vec / lam) @ vec.T)
     d = mode.shape[0]
     log_evidence = log_density + 0.5 * d * jnp.log(2 * jnp.pi) + jnp.sum(jnp.log(jnp.diagonal(scale_tril)))
     return LaplaceApproximation(mode, precision, scale_tril, jnp.asarray(log_density, mode.dtype), log_evidence)
@@ -420,14 +465,17 @@ def fit_laplace(log_density_fn: Callable, x0: jax.Array, max_steps: int = 50, to
 
 def inverse_mass(precision: jax.Array, dense: bool) -> jax.Array:
     """A proposal's inverse mass matrix from a precision ``P`` (a Laplace approximation):
-    dense ``P^{-1}`` with each eigenvalue's inverse clipped to ``[1e-12, 1e6]`` (1 where
-    ``P`` is not positive: no curvature information), or the diagonal ``1 / P_ii``
-    likewise."""
+    dense ``D (D P D)^{-1} D`` (:func:`jacobi_scale`) with each eigenvalue's inverse of the scaled
+    ``D P D`` clipped to ``[1e-12, 1e6]`` (1 where it is not positive: no curvature information), or
+    the diagonal ``1 / P_ii`` (at most 1e6; 1 where ``P_ii`` is not positive).  The clip is in the
+    scaled basis: in the raw one a coefficient of income in dollars has variance ~1e-12 and an
+    eigen-solver in float32 cannot separate it from the design's other scales."""
     if not dense:
         diag = jnp.diagonal(precision)
-        inv = jnp.where(diag > 0, 1.0 / jnp.maximum(diag, 1e-10), 1.0)
-        return jnp.clip(inv, 1e-12, 1e6)
+        inv = jnp.where(diag > 0, 1.0 / jnp.maximum(diag, jnp.finfo(precision.dtype).tiny), 1.0)
+        return jnp.clip(inv, 0.0, 1e6)
     sym = 0.5 * (precision + precision.T)
-    lam, vec = jnp.linalg.eigh(sym)
+    s = jacobi_scale(sym)
+    lam, vec = jnp.linalg.eigh(s[:, None] * sym * s[None, :])
     inv = jnp.clip(jnp.where(lam > 0, 1.0 / jnp.maximum(lam, 1e-10), 1.0), 1e-12, 1e6)
-    return (vec * inv) @ vec.T
+    return s[:, None] * ((vec * inv) @ vec.T) * s[None, :]

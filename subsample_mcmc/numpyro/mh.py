@@ -44,6 +44,7 @@ and ``az.from_numpyro`` puts them in ``sample_stats``.
 from __future__ import annotations
 
 import copy
+import functools
 import warnings
 from typing import NamedTuple, Optional
 
@@ -101,6 +102,10 @@ class RacingMHState(NamedTuple):
     #: the mode: a likelihood whose support moves with the parameters), or an observed value moves with the
     #: latents under a bounded support (``obs=y - loc``); the chain samples by the exact step
     support_boundary: jax.Array = False
+    #: over the last quarter of warmup (:meth:`RacingMH._mixing_window`): ``[2, p]`` sums of ``x - center`` and
+    #: of its square, and the accepted moves; read once at the end of warmup (:func:`_warn_poor_mixing`)
+    window_moments: Optional[jax.Array] = None
+    window_accepts: jax.Array = 0.0
 
 
 _DA_INIT, _DA_UPDATE = dual_averaging()
@@ -110,6 +115,9 @@ _MODE_TOL = 1.0  # restarts within this many log-posterior units per parameter c
 # a restart as high as the best mode (within _MODE_TOL per parameter) but farther than this squared Mahalanobis
 # distance per parameter (10 posterior sds in one), and stationary, ended at another mode of equal height
 _TWIN_DISTANCE2 = 100.0
+#: a restart's end is a mode (for the lower-mode and equal-height reports) only where its own Newton decrement
+#: g'|H|^-1 g is at most this; otherwise it is an ascent that had not converged (RacingMH._stationary)
+_OWN_DECREMENT_MAX = 1.0
 #: the rare-influential-data check at init: the chain samples by the exact step when, over pairs of
 #: Laplace draws, the race's first batch typically sees less than 1/5 of its rewards' sd (the median
 #: ratio) and the median true stage-1 sd exceeds 0.01 nats.  Median ratios over 16 chains
@@ -121,6 +129,14 @@ _SPREAD_RATIO_MAX, _SPREAD_MIN_NATS, _SPREAD_PAIRS = 5.0, 0.01, 6
 #: kernels.proxy.curvature_mismatch): a kink in the parameters, as in Laplace or quantile regression, where a
 #: fresh user's L1 regression (N = 20,000) came out with posterior sds 5x NUTS's and R-hat below 1.05
 _KINK_STEP, _KINK_MISMATCH_MAX = 0.5, 0.5
+#: the poor-mixing check at the end of warmup (_warn_poor_mixing): over the last quarter of warmup (at least
+#: _MIXING_MIN_STEPS steps), an acceptance below _MIXING_MIN_ACCEPT, or for a Crank-Nicolson chain whose mass
+#: matrix is the full-data Laplace covariance, a coordinate whose draws' variance is more than
+#: _MIXING_VARIANCE_RATIO times the Laplace variance (or all below 1/_MIXING_VARIANCE_RATIO of it: a chain that
+#: does not move), or for any chain on that covariance a coordinate whose draws' mean is more than _MIXING_MEAN_SDS
+#: Laplace sds from the start (a random walk drifting from a start that was not the mode: stevedata::TV16 with
+#: newton_steps=0, acceptance 0.02-0.06, means 41 sds off, R-hat 2.6)
+_MIXING_MIN_STEPS, _MIXING_MIN_ACCEPT, _MIXING_VARIANCE_RATIO, _MIXING_MEAN_SDS = 25, 0.02, 10.0, 10.0
 _TARGET_ACCEPT = {"random_walk": 0.234, "langevin": 0.574, "crank_nicolson": 0.5}
 _DENSE_MAX_DIMENSION = 256  # dense_mass=None: a dense mass matrix up to this many parameters
 #: taylor_order=None (see RacingMH): a race reads about 2 m + _TAIL_READS_PER_NAT S sqrt(N) data per step,
@@ -279,10 +295,10 @@ class RacingMH(InitOnceKernel):
 
             Reported: a ``UserWarning`` when restarts ended at lower modes (full-data
             log posterior lower by more than one unit per parameter, higher than the
-            best mode's quadratic bowl predicts at their distance, and stationary: the
-            Newton decrement there, in the best mode's curvature, at most 10 units per
-            parameter; so not merely unconverged: the posterior is multimodal and a
-            higher mode may have been missed), or when the polished point is not a mode (decrement above 1, not on
+            best mode's quadratic bowl predicts at their distance, and converged: the
+            Newton decrement ``g'|H|^-1 g`` at the restart's end, in its own curvature,
+            at most 1; so not merely an unconverged ascent, which is not reported: the
+            posterior is multimodal and a higher mode may have been missed), or when the polished point is not a mode (decrement above 1, not on
             a support boundary); a ``ValueError`` naming the non-finite term (a latent
             value, a prior or Jacobian term, or an observed site at a data index) when
             the start's log posterior is not finite.  The remedy named in both: more
@@ -322,9 +338,14 @@ class RacingMH(InitOnceKernel):
             initialised from the inverse Hessian at the mode (the Laplace covariance) and
             re-estimated over warmup like the diagonal one.  Default ``None``: dense for
             at most 256 unconstrained parameters, diagonal beyond.
-        newton_steps: at most this many full-data Newton steps polish the best restart
+        newton_steps: a cap: at most this many full-data Newton steps polish the best restart
             (each: one gradient-and-Hessian pass over the data and usually one
-            log-likelihood pass; it stops early once the Newton decrement is below 1e-3).
+            log-likelihood pass; it stops early once the Newton decrement is below 1e-3,
+            after 2-4 steps on a well-scaled model).  Newton's step is taken in the
+            Jacobi-scaled basis (:func:`~subsample_mcmc.kernels.laplace.jacobi_scale`), so raw
+            covariates (age squared, income in dollars) do not defeat it in float32; from an
+            Adam end far up such a design's slope it may need 10-20 steps (the default was 4,
+            which left a raw-covariate logistic regression "not a mode").
             The one ascent from ``init_params`` or a prior draw may take ``max(newton_steps, 32)``.
         taylor_order: order of the Taylor proxy (``control_variate="taylor"``): ``None`` (the
             default: chosen at ``init``, below), 2 or 3.  Third order adds ``1/6 T[D, D, D]`` with
@@ -395,7 +416,7 @@ class RacingMH(InitOnceKernel):
         map_steps: int = 500,
         reward_range=None,
         control_variate: Optional[str] = "taylor",
-        newton_steps: int = 4,
+        newton_steps: int = 32,
         num_restarts: int = 32,
         exact_when_cheaper: bool = True,
         dense_mass: Optional[bool] = None,
@@ -933,6 +954,8 @@ class RacingMH(InitOnceKernel):
             laplace_k_hat=k_hat,
             residual_spread_ratio=spread,
             support_boundary=boundary,
+            window_moments=jnp.zeros((2, d), flat.dtype),
+            window_accepts=jnp.zeros((), flat.dtype),
         )
         if not report:
             return state
@@ -1068,23 +1091,27 @@ class RacingMH(InitOnceKernel):
                     decrement=info.decrement, negative_definite=info.negative_definite)
 
     def _stationary(self, ends, hessian, tol, model_args, model_kwargs) -> np.ndarray:
-        """Which of the restarts' ``ends`` are stationary points of the full-data log posterior, not ascents
-        that stopped on a slope: the Newton decrement ``g'(-H)^-1 g`` at the end, in the best mode's curvature
-        ``H`` (twice the gain a Newton step would predict there), is at most ``10 tol``.  Adam ascents in an
-        LKJ Cholesky factor's unconstrained space ended 4,500-12,800 units below a unimodal posterior's mode
-        with gradients of norm 2,000-4,500 (decrements 280-1,300 at d = 9; tol = 9); a two-component mixture's
-        merged-component modes are stationary.  One full-data gradient pass per end, only when a restart is
-        lower."""
+        """Which of the restarts' ``ends`` are modes of the full-data log posterior, not ascents that stopped
+        on a slope: the Newton decrement at the end in its *own* curvature, ``g'|H|^-1 g`` (``|H|``: the
+        Jacobi-scaled Hessian's eigenvalues by magnitude, floored at 1e-6 of the largest), is at most
+        :data:`_OWN_DECREMENT_MAX` (a Newton step from there would gain at most half that: the end is within
+        about a posterior sd of a stationary point).  Measured in the best mode's curvature instead (the
+        check before), unconverged Adam ascents of a unimodal negative binomial regression with an offset,
+        where the restarts' curvature differs from the mode's by orders of magnitude, passed as "lower
+        modes" on every run; an LKJ Cholesky factor's ascents ended 4,500-12,800 units below a unimodal
+        posterior's mode with gradients of norm 2,000-4,500.  A two-component mixture's merged-component
+        modes are stationary.  One full-data gradient-and-Hessian pass per end, only when a restart is lower
+        (or far).  ``tol`` is unused (kept for the signature).  The decrements are kept in
+        ``self._restart_decrements``."""
         def grads(x, args, kwargs):
             _, value = self._full_log_posterior(args, kwargs)
-            return jax.vmap(jax.grad(value))(x)
+            return jax.vmap(jax.grad(value))(x), jax.lax.map(jax.hessian(value), x)
 
-        g = np.asarray(jit_with_data(grads, model_args, model_kwargs)(jnp.asarray(ends)), np.float64)
-        try:
-            dec = np.einsum("ri,ri->r", g, np.linalg.solve(-np.asarray(hessian, np.float64), g.T).T)
-        except np.linalg.LinAlgError:
-            return np.ones(len(ends), bool)  # no metric: keep the warning
-        return ~(np.abs(dec) > 10 * tol)  # NaN gradients keep the warning
+        g, h = jit_with_data(grads, model_args, model_kwargs)(jnp.asarray(ends))
+        dec = np.array([_own_decrement(gi, hi) for gi, hi in zip(np.asarray(g, np.float64),
+                                                                   np.asarray(h, np.float64))])
+        self._restart_decrements = dec
+        return dec <= _OWN_DECREMENT_MAX  # NaN gradients: not a mode
 
     def _check_search(self, report, model_args, model_kwargs, chain=None, one_ascent_from=None, kinked=False):
         """Warnings (or an error) from the mode search's report; nothing when traced.
@@ -1142,9 +1169,11 @@ class RacingMH(InitOnceKernel):
         if lower.size:
             gaps = ", ".join(f"{g:.4g}" for g in gap[lower])
             warnings.warn(
-                f"RacingMH start{of_chain}: {lower.size} of {r} restarts of the mode search ended at lower "
-                f"modes (full-data log posterior lower by {gaps}); {role} is the best of them (restart "
-                f"{int(rep['best'])}). The posterior may be multimodal and a higher mode may have been missed: "
+                f"RacingMH start{of_chain}: {lower.size} of {r} restarts of the mode search ended at other, lower "
+                f"modes (full-data log posterior lower by {gaps}; each a converged stationary point, Newton "
+                "decrement g'|H|^-1 g <= 1 in its own curvature, not an ascent stopped on a slope, which is not "
+                f"reported); {role} is the best of them (restart {int(rep['best'])}). The posterior is "
+                "multimodal and a higher mode may have been missed: "
                 "raise num_restarts, or pass init_params (e.g. a draw from a short NUTS run on a subset of "
                 "the data).", UserWarning, stacklevel=4)
         if twins.size:
@@ -1250,8 +1279,38 @@ class RacingMH(InitOnceKernel):
                 "of the likelihood does not depend on the latent sites"
             )
         if getattr(self, "_vectorized", False):
-            return jax.vmap(self._sample_one, in_axes=(0, None, None))(state, model_args, model_kwargs)
-        return self._sample_one(state, model_args, model_kwargs)
+            new = jax.vmap(self._sample_one, in_axes=(0, None, None))(state, model_args, model_kwargs)
+        else:
+            new = self._sample_one(state, model_args, model_kwargs)
+        return self._check_mixing(new)
+
+    def _mixing_window(self):
+        """``(start, end)``: the last quarter of warmup (step size final where the race's cost is measured),
+        over which the poor-mixing check sums; empty when it would hold fewer than ``_MIXING_MIN_STEPS``."""
+        nw = self._num_warmup
+        start = (3 * nw) // 4
+        return (nw, nw) if nw - start < _MIXING_MIN_STEPS else (start, nw)
+
+    def _check_mixing(self, state):
+        """At the end of warmup (the step whose new ``i`` is ``num_warmup``), once: the window's acceptance
+        and the spread of its draws against the Laplace covariance, read on the host
+        (:func:`_warn_poor_mixing`).  One ``jax.debug.callback`` in a real branch (``i`` is shared by the
+        chains), nothing on the other steps; inner kernels of Gibbs or model selection call ``_sample_one``
+        and are not checked."""
+        start, end = self._mixing_window()
+        if start == end or state.window_moments is None:
+            return state
+        full = bool(getattr(self, "_mass_from_full_data", False)) and not self._reestimate_mass
+        steps = end - start
+
+        def report(_):
+            jax.debug.callback(functools.partial(_warn_poor_mixing, steps=steps, laplace=full),
+                               state.window_moments, state.window_accepts, state.inverse_mass_matrix,
+                               state.crank_nicolson, state.exact_mode)
+
+        i = jnp.ravel(state.i)[0]
+        jax.lax.cond(i == end, report, lambda _: None, None)
+        return state
 
     def _sample_one(self, state, model_args, model_kwargs, control_variate_fn=None, exact_log_likelihood_fn=None):
         """One step of one chain; ``control_variate_fn`` (``(x, x') -> ArmControlVariates``, given by
@@ -1311,6 +1370,13 @@ class RacingMH(InitOnceKernel):
         else:
             center, factor = state.center, state.mass_factor
         exact_mode, race_cost = self._choose_mode(state, info, b)
+        moments, accepts = state.window_moments, state.window_accepts
+        if moments is not None:
+            w0, w1 = self._mixing_window()
+            inside = (state.i >= w0) & (state.i < w1)
+            dx = new_flat - state.center
+            moments = moments + jnp.where(inside, jnp.stack([dx, dx * dx]), 0.0).astype(moments.dtype)
+            accepts = accepts + jnp.where(inside, accept, 0.0).astype(accepts.dtype)
         return RacingMHState(
             i=i, z=self._unravel(new_flat), step_size=step, inverse_mass_matrix=inv_mass,
             accept_prob=accept, mean_accept_prob=mean_accept,
@@ -1319,6 +1385,7 @@ class RacingMH(InitOnceKernel):
             proxy=state.proxy, rng_key=key, exact_mode=exact_mode, log_lik_sum=ll_sum, race_cost=race_cost,
             center=center, mass_factor=factor, crank_nicolson=state.crank_nicolson, laplace_k_hat=state.laplace_k_hat,
             residual_spread_ratio=state.residual_spread_ratio, support_boundary=state.support_boundary,
+            window_moments=moments, window_accepts=accepts,
         )
 
     def _cost_window(self):
@@ -1498,6 +1565,58 @@ def _kinked(states):
         return None
     exact, ratio, edge = (np.atleast_1d(np.asarray(v)) for v in leaves)
     return exact & np.isinf(ratio) & ~edge
+
+
+def _warn_poor_mixing(moments, accepts, inv_mass, crank_nicolson, exact, *, steps, laplace):
+    """Host side of :meth:`RacingMH._check_mixing`: one ``UserWarning`` naming the chains whose warmup's last
+    window mixed poorly (see :data:`_MIXING_MIN_STEPS`) and the fix.  ``laplace``: the mass matrix is the
+    full-data Laplace covariance (not re-estimated), so the draws' spread can be compared with it."""
+    moments, accepts = np.asarray(moments, np.float64), np.asarray(accepts, np.float64)
+    inv_mass = np.asarray(inv_mass, np.float64)
+    if moments.ndim == 2:  # one chain: a leading axis of one
+        moments, accepts, inv_mass = moments[None], accepts[None], inv_mass[None]
+    var = np.diagonal(inv_mass, axis1=-2, axis2=-1) if inv_mass.ndim == 3 else inv_mass
+    cn = np.broadcast_to(np.atleast_1d(np.asarray(crank_nicolson)), accepts.shape)
+    exact = np.broadcast_to(np.atleast_1d(np.asarray(exact)), accepts.shape)
+    problems = []
+    for c in range(accepts.shape[0]):
+        rate = accepts[c] / steps
+        mean = moments[c, 0] / steps
+        spread = np.maximum(moments[c, 1] / steps - mean ** 2, 0.0)
+        why = []
+        if rate < _MIXING_MIN_ACCEPT:
+            why.append(f"acceptance {rate:.3g}")
+        if laplace:
+            ratio = spread / np.maximum(var[c], 1e-300)
+            off = np.abs(mean) / np.sqrt(np.maximum(var[c], 1e-300))
+            if cn[c] and rate >= _MIXING_MIN_ACCEPT and (
+                    np.max(ratio) > _MIXING_VARIANCE_RATIO or np.max(ratio) < 1 / _MIXING_VARIANCE_RATIO):
+                why.append(f"draws' variance {np.min(ratio):.3g}-{np.max(ratio):.3g} x the Laplace variance")
+            if np.max(off) > _MIXING_MEAN_SDS:
+                why.append(f"draws' mean {np.max(off):.3g} Laplace sds from the start")
+        if why:
+            chain = "" if accepts.shape[0] == 1 else f"chain {c}: "
+            problems.append(chain + ", ".join(why) + (" (exact MH step)" if exact[c] else ""))
+    if problems:
+        warnings.warn(
+            f"RacingMH: the chain still mixes poorly at the end of warmup (over its last {steps} steps: "
+            + "; ".join(problems) + "). Its draws may not represent the posterior (R-hat and ESS will tell). "
+            "Raise num_warmup (and leave step_size to its adaptation); if the start warned, fix the start first (init_params at a mode, e.g. from a "
+            "full-data optimiser); on covariates of very different scales, centre and scale them.",
+            UserWarning, stacklevel=2)
+
+
+def _own_decrement(g, h):
+    """``g'|H|^-1 g`` in float64 in the Jacobi-scaled basis (``|H|``: eigenvalues by magnitude, floored at 1e-6
+    of the largest); ``inf`` where ``g`` or ``H`` is not finite."""
+    if not (np.all(np.isfinite(g)) and np.all(np.isfinite(h))):
+        return np.inf
+    d = np.abs(np.diagonal(h))
+    top = d.max(initial=0.0)
+    s = 1.0 / np.sqrt(np.maximum(d, max(1e-12 * top, 1e-300))) if top > 0 else np.ones_like(d)
+    lam, q = np.linalg.eigh(0.5 * (h + h.T) * s[:, None] * s[None, :])
+    mag = np.maximum(np.abs(lam), 1e-6 * np.abs(lam).max(initial=0.0) + 1e-300)
+    return float(np.sum((q.T @ (s * g)) ** 2 / mag))
 
 
 def _unmeasured_at_edge(report):
