@@ -300,6 +300,13 @@ class ConfidenceBound:
         (a minimum sample and a Cornish-Fisher-corrected constant) to each comparison."""
         return False
 
+    @property
+    def applies_tail_index_guard(self) -> bool:
+        """Whether the race adds the tail-index width
+        (:func:`~subsample_mcmc.racing.race.tail_sum_width`) to each comparison (only with
+        :attr:`applies_tail_guard`)."""
+        return False
+
     def constant(self, delta, population_size: int, first_batch: int):
         """The bound's constant for a per-comparison error level ``delta``.
 
@@ -342,6 +349,11 @@ class NormalBound(ConfidenceBound):
             default) or ``"two_sided"`` (Table 1 of the paper).
         heavy_tail_guard: apply the race's heavy-tail guard
             (:func:`~subsample_mcmc.racing.race.tail_guard`) to every comparison.
+        tail_index_guard: with ``heavy_tail_guard``, also add to every comparison the width of
+            the unread points' largest value under a Hill (1975) tail fitted to the largest
+            differences read so far (:func:`~subsample_mcmc.racing.race.tail_sum_width`): the
+            error promise where the reward differences have infinite variance.  ``False``: the
+            guard as it was before it (a minimum sample and a Cornish-Fisher constant only).
 
     Example:
         >>> g = NormalBound().width(2.0, 100, 1.0, 0.0, 10_000)   # B = 2, T = 100
@@ -351,6 +363,7 @@ class NormalBound(ConfidenceBound):
 
     event: str = "one_sided"
     heavy_tail_guard: bool = True
+    tail_index_guard: bool = True
     name: ClassVar[str] = "normal"
 
     def __post_init__(self):
@@ -360,6 +373,10 @@ class NormalBound(ConfidenceBound):
     @property
     def applies_tail_guard(self) -> bool:
         return bool(self.heavy_tail_guard)
+
+    @property
+    def applies_tail_index_guard(self) -> bool:
+        return bool(self.heavy_tail_guard and self.tail_index_guard)
 
     def constant(self, delta, population_size: int, first_batch: int):
         """``B_Normal(delta, m1 / N)`` (:func:`b_normal`; :func:`b_normal_traced` for a
