@@ -48,7 +48,6 @@ Implementation notes
 
 from __future__ import annotations
 
-import math
 from typing import Callable, NamedTuple, Optional
 
 import jax
@@ -496,7 +495,7 @@ def run_race(
             # per-comparison error level the constant B stands for: Phi(-B) <= delta' (B_Normal
             # covers all stages, so it exceeds the one-look quantile)
             delta_cmp = jnp.maximum(jax.scipy.special.ndtr(-jnp.asarray(bound_param, mu.dtype)),
-                                    jnp.finfo(mu.dtype).tiny)
+                                    jnp.finfo(mu.dtype).tiny) ** float(getattr(bound, "tail_level_power", 1.0))
             w_arm = tail_sum_width(state.tail_top, count, n_pop, delta_cmp)
             tail_width = w_arm + w_arm[leader]
         if pairwise:
