@@ -354,6 +354,13 @@ class NormalBound(ConfidenceBound):
             differences read so far (:func:`~subsample_mcmc.racing.race.tail_sum_width`): the
             error promise where the reward differences have infinite variance.  ``False``: the
             guard as it was before it (a minimum sample and a Cornish-Fisher constant only).
+        tail_level_power: the exceedance level of the unread points' largest value that the
+            tail-index width covers is ``delta'^tail_level_power`` (``delta' = Phi(-B)``, at most
+            the comparison's error level).  1: its ``1 - delta'`` quantile under the fitted Pareto
+            tail (conservative wherever the tail lightens beyond the order statistics read, as
+            for LogNormal rewards, whose local index at race sample sizes is 1.2-1.9); 0: its
+            typical size.  The default is the compromise measured in
+            ``benchmarks/results/racing_heavy_tails_infinite.md``.
 
     Example:
         >>> g = NormalBound().width(2.0, 100, 1.0, 0.0, 10_000)   # B = 2, T = 100

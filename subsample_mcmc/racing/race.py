@@ -354,7 +354,14 @@ def run_race(
             every comparison (skewness of the compared rewards from their third and
             fourth power sums): a decision waits for ``T >= 28 + 25 g1^2`` and ``B``
             gets the Cornish-Fisher correction.  Costs O(D^2) per point read
-            (pairwise) or O(D) (marginal), like the variance estimates.
+            (pairwise) or O(D) (marginal), like the variance estimates.  When also
+            ``bound.applies_tail_index_guard``, each arm keeps its ``K + 1 = 33`` largest
+            ``|e|`` (differences to the reference arm, pairwise; levels, marginal; centred at
+            the first block's means) in a running top-k (``lax.top_k`` per block), and every
+            comparison's width gets ``W_x + W_i`` of :func:`tail_sum_width` (Hill tail of each
+            arm, level ``Phi(-B)^tail_level_power``; the reference arm's ``W`` is 0 in the
+            pairwise case): reward differences of infinite variance, whose unread points hold
+            extremes the sample variance has not seen.
         variance: ``"pairwise"`` or ``"marginal"``.
         index_map: optional ``[population_size]`` data indices of the raced
             population (used when some points are always read exactly).
