@@ -104,8 +104,9 @@ def test_tail_width_grows_with_heavier_tails():
 
 
 def test_decisive_lognormal_race_still_stops_early():
-    """LogNormal(0, 2) rewards whose gap is far beyond the bound: the tail-index width does not make
-    the race read on (same keys, guard with and without it)."""
+    """LogNormal(0, 2) rewards whose gap is far beyond the bound: without the tail-index width the race
+    stops after its first batch (50 of 100,000 points); with it, within the first stages (at T = 50
+    the Hill estimate uses k = 6 order statistics and is noisy), far from reading on."""
     from subsample_mcmc.racing.bounds import NormalBound
     from subsample_mcmc.testing import make_problem, run_setting
 
@@ -113,5 +114,5 @@ def test_decisive_lognormal_race_still_stops_early():
     old = run_setting(pr, method=NormalBound(tail_index_guard=False), delta=0.01, num_races=20, batch_size=None)
     new = run_setting(pr, method=NormalBound(), delta=0.01, num_races=20, batch_size=None)
     assert old["fraction_read"] < 0.01
-    assert new["fraction_read"] <= 1.2 * old["fraction_read"], (new["fraction_read"], old["fraction_read"])
+    assert new["fraction_read"] < 0.003, (new["fraction_read"], old["fraction_read"])
     assert new["errors"] == 0
