@@ -371,7 +371,7 @@ class NormalBound(ConfidenceBound):
     event: str = "one_sided"
     heavy_tail_guard: bool = True
     tail_index_guard: bool = True
-    tail_level_power: float = 0.0
+    tail_level_power: float = 0.25
     name: ClassVar[str] = "normal"
 
     def __post_init__(self):
