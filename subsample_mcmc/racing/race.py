@@ -266,7 +266,7 @@ def hill_tail(top, count):
     return jnp.where(ok, h, 0.0), jnp.where(ok, t, 0.0), k
 
 
-def tail_sum_width(top, count, population_size, delta):
+def tail_sum_width(top, count, population_size, delta, gate_z=None):
     r"""The tail-index guard's extra width (mean scale) for one arm's unread points.
 
     With the fitted tail ``P(|u| > x) ~ (k / T) (x / t)^(-alpha)`` of :func:`hill_tail`, the
@@ -284,6 +284,13 @@ def tail_sum_width(top, count, population_size, delta):
     It grows as ``delta^(-1/alpha)``: negligible for light tails (``alpha`` large: a few ``t``,
     against a CLT width of ``B sqrt(M)`` sds), and it reads a near-tie on to ``T = N`` when
     ``alpha < 2``, while a gap far beyond ``W`` is still decided early.  ``W = 0`` at ``T = N``.
+
+    ``gate_z``: apply ``W`` only where the tail is confidently of infinite variance.  Hill's
+    estimator is asymptotically Normal, ``sqrt(k) (alpha_hat / alpha - 1) -> N(0, 1)`` (sd of
+    ``alpha_hat`` about ``alpha / sqrt(k)``), so ``alpha_hat (1 + z / sqrt(k))`` with
+    ``alpha_hat = 1 / H`` is an approximate upper confidence bound on ``alpha``; ``W`` is kept
+    where it is below 2, i.e. ``1 + z / sqrt(k) < 2 H``, and is 0 elsewhere (finite variance not
+    ruled out: the Normal bound and :func:`tail_guard` cover the arm).  ``None``: no gate.
     Traceable.
     """
     h, t, k = hill_tail(top, count)
@@ -291,7 +298,10 @@ def tail_sum_width(top, count, population_size, delta):
     rest = jnp.maximum(population_size - tt, 0.0)
     log_arg = jnp.log(jnp.maximum(rest, 1.0) * k.astype(top.dtype) / (tt * delta))
     w = t * jnp.exp(h * jnp.maximum(log_arg, 0.0))
-    return jnp.where(rest > 0.0, w / population_size, 0.0)
+    keep = rest > 0.0
+    if gate_z is not None:
+        keep = keep & (1.0 + gate_z / jnp.sqrt(k.astype(top.dtype)) < 2.0 * h)
+    return jnp.where(keep, w / population_size, 0.0)
 
 
 def _phases(population_size: int, first_batch: int, max_block: int, growth: int = 16):
@@ -503,7 +513,10 @@ def run_race(
             # covers all stages, so it exceeds the one-look quantile)
             delta_cmp = jnp.maximum(jax.scipy.special.ndtr(-jnp.asarray(bound_param, mu.dtype)),
                                     jnp.finfo(mu.dtype).tiny) ** float(getattr(bound, "tail_level_power", 1.0))
-            w_arm = tail_sum_width(state.tail_top, count, n_pop, delta_cmp)
+            gate_z = getattr(bound, "tail_gate_z", None)
+            if isinstance(gate_z, str):  # "B": the comparison's own constant
+                gate_z = jnp.asarray(bound_param, mu.dtype)
+            w_arm = tail_sum_width(state.tail_top, count, n_pop, delta_cmp, gate_z)
             tail_width = w_arm + w_arm[leader]
         if pairwise:
             sec = state.second

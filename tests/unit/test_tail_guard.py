@@ -112,7 +112,7 @@ def test_decisive_lognormal_race_still_stops_early():
 
     pr = make_problem(0, 2, 100_000, "lognormal", 1e-6)
     old = run_setting(pr, method=NormalBound(tail_index_guard=False), delta=0.01, num_races=20, batch_size=None)
-    new = run_setting(pr, method=NormalBound(), delta=0.01, num_races=20, batch_size=None)
+    new = run_setting(pr, method=NormalBound(tail_index_guard=True), delta=0.01, num_races=20, batch_size=None)
     assert old["fraction_read"] < 0.01
     assert new["fraction_read"] < 0.003, (new["fraction_read"], old["fraction_read"])
     assert new["errors"] == 0
