@@ -155,7 +155,8 @@ INFINITE_DELTAS = (0.001, 0.01)
 def _variants(powers):
     """(label, bound) pairs: the guard without the tail-index width, then one per level power."""
     return [("old", NormalBound(tail_index_guard=False))] + [
-        (f"new(power={p:g})", NormalBound(tail_level_power=p)) for p in powers]
+        (f"new(power={p:g})", NormalBound(tail_index_guard=True, tail_level_power=p, tail_gate_z=None))
+        for p in powers]
 
 
 def infinite(population: int, races: int, seed: int, powers) -> list[dict]:
@@ -217,7 +218,8 @@ def _infinite_markdown(meta: dict, inf: list[dict], cost: list[dict]) -> str:
         "",
         "`old`: Racing-Normal with the heavy-tail guard of issue 9 only (`NormalBound(tail_index_guard=False)`); "
         "`new(power=g)`: plus the tail-index width of `race.tail_sum_width` at exceedance level "
-        "`delta'^g` (`NormalBound(tail_level_power=g)`; g = 1 is the 1 - delta' quantile of the largest "
+        "`delta'^g` (`NormalBound(tail_index_guard=True, tail_level_power=g, tail_gate_z=None)`: the "
+        "width without the gate; g = 1 is the 1 - delta' quantile of the largest "
         "unread value under the fitted Hill tail, g = 0 its typical size).",
         "",
         "## Battery: D = 2, errors against the exact Gumbel-max draw (same noise)",
