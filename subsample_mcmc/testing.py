@@ -53,11 +53,12 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from scipy import stats
+from scipy import optimize, stats
 
 from .racing import clopper_pearson, sample_discrete
+from .racing.bounds import NormalBound
 
-__all__ = ["DISTRIBUTIONS", "FAMILIES", "Problem", "make_problem", "make_heavy_problem", "run_setting", "run_cell"]
+__all__ = ["DISTRIBUTIONS", "FAMILIES", "INFINITE_FAMILIES", "make_infinite_problem", "Problem", "make_problem", "make_heavy_problem", "run_setting", "run_cell"]
 
 DISTRIBUTIONS = ("normal", "uniform", "lognormal")
 
@@ -219,16 +220,73 @@ def make_heavy_problem(family: str, num_arms: int, population_size: int, seed: i
     return Problem(rewards, totals, probs / probs.sum(), float("nan"), family)
 
 
+#: difference populations of infinite variance (tail index of the per-datum differences in brackets):
+#: Pareto differences directly (``pareto_a``: one-sided, tail index ``a``), and log-likelihood
+#: differences of a family on heavy-tailed data ``t_nu``: a Normal or Student-t(30) scale grid gives
+#: differences quadratic in ``y`` (tail index ``nu / 2``), a logistic scale grid differences linear in
+#: ``|y|`` (tail index ``nu``).
+INFINITE_FAMILIES = ("pareto_1.1", "pareto_1.5", "pareto_2.0", "pareto_2.5",
+                     "normal_scale_t2.05", "normal_scale_t3", "student30_scale_t2.5", "logistic_scale_t2.05")
+
+
+def make_infinite_problem(family: str, num_arms: int, population_size: int, seed: int = 0,
+                          sigma: float = 1e-5, spacing: float = 1.0) -> Problem:
+    """``[num_arms, N]`` float32 rewards whose per-datum differences have tail index 1.03 to 2.5.
+
+    ``pareto_a``: arm ``i > 0``'s rewards are ``sigma`` times Pareto(``a``) draws normalised to mean 0
+    and sd 1 (arm 0's are 0: one-sided Pareto differences), plus ``log p_i / N`` (``p_i`` proportional to ``i + 1``), as the synthetic families of
+    :func:`make_heavy_problem`.  ``<family>_scale_t<nu>``: ``l_{i,n} = log p(y_n | 0, s_i)`` for
+    ``y ~ t_nu`` and scales around the full-data maximum-likelihood scale ``s*``,
+    ``log s_i = log s* + spacing (i - (D - 1) / 2) / sqrt(N)``: a near-tie that the bulk of the data decides one way and the
+    few largest ``|y|`` the other.
+    """
+    if family not in INFINITE_FAMILIES:
+        raise ValueError(f"family must be one of {INFINITE_FAMILIES}, got {family!r}")
+    rng = np.random.default_rng(seed)
+    n, d = int(population_size), int(num_arms)
+    name, _, tail = family.partition("_")
+    if name == "pareto":
+        raw = rng.pareto(float(tail), (d, n))
+        raw = (raw - raw.mean(1, keepdims=True)) / raw.std(1, keepdims=True)
+        raw[0] = 0.0  # the differences to arm 0 are the Pareto draws themselves
+        p = np.arange(1, d + 1, dtype=np.float64)
+        p /= p.sum()
+        rewards = sigma * raw + np.log(p)[:, None] / n
+    else:
+        nu = float(tail.split("_t")[1])
+        y = rng.standard_t(nu, n)
+        def loglik(s):
+            if name == "normal":
+                return stats.norm.logpdf(y[None, :], 0.0, s)
+            if name == "student30":
+                return stats.t.logpdf(y[None, :], 30.0, 0.0, s)
+            return stats.logistic.logpdf(y[None, :], 0.0, s)
+
+        fit = optimize.minimize_scalar(lambda ls: -float(loglik(np.exp(ls)).sum()), bounds=(-5.0, 5.0),
+                                       method="bounded")
+        rewards = loglik(np.exp(fit.x + _grid(0.0, spacing / np.sqrt(n), d))[:, None])
+    rewards = np.asarray(rewards, np.float32)
+    totals = rewards.astype(np.float64).sum(1)
+    probs = np.exp(totals - totals.max())
+    return Problem(rewards, totals, probs / probs.sum(), float(sigma), family)
+
+
 def run_cell(problem: Problem, *, delta: float, num_races: int, seed: int = 0,
-             heavy_tail_guard: bool = True, variance: str = "pairwise", tie_share: float = 0.0) -> dict:
+             heavy_tail_guard: bool = True, variance: str = "pairwise", tie_share: float = 0.0,
+             tail_index_guard: bool = False) -> dict:
     """Racing-Normal on one battery cell: errors against the exact draw, cost.
 
-    Adds ``exceeds`` (the whole 99% Clopper-Pearson interval of the error rate lies
-    above ``delta``) to :func:`run_setting`'s record.
+    ``tail_index_guard``: the option of :class:`~subsample_mcmc.racing.bounds.NormalBound`
+    (off by default, as there).  Adds ``exceeds`` (the whole 99% Clopper-Pearson interval of the
+    error rate lies above ``delta``) to :func:`run_setting`'s record.
     """
-    rec = run_setting(problem, method="normal", delta=delta, variance=variance,
+    method = (NormalBound(heavy_tail_guard=heavy_tail_guard, tail_index_guard=True)
+              if tail_index_guard and heavy_tail_guard else "normal")
+    rec = run_setting(problem, method=method, delta=delta, variance=variance,
                       num_races=num_races, seed=seed, batch_size=None,
                       heavy_tail_guard=heavy_tail_guard, tie_share=tie_share)
+    rec["method"] = "normal"
+    rec["tail_index_guard"] = bool(tail_index_guard and heavy_tail_guard)
     lo, hi = clopper_pearson(rec["errors"], num_races, level=0.99)
     rec.update(family=problem.distribution, error_ci99=(lo, hi), exceeds=bool(lo > delta))
     return rec

@@ -300,6 +300,13 @@ class ConfidenceBound:
         (a minimum sample and a Cornish-Fisher-corrected constant) to each comparison."""
         return False
 
+    @property
+    def applies_tail_index_guard(self) -> bool:
+        """Whether the race adds the tail-index width
+        (:func:`~subsample_mcmc.racing.race.tail_sum_width`) to each comparison (only with
+        :attr:`applies_tail_guard`)."""
+        return False
+
     def constant(self, delta, population_size: int, first_batch: int):
         """The bound's constant for a per-comparison error level ``delta``.
 
@@ -342,6 +349,28 @@ class NormalBound(ConfidenceBound):
             default) or ``"two_sided"`` (Table 1 of the paper).
         heavy_tail_guard: apply the race's heavy-tail guard
             (:func:`~subsample_mcmc.racing.race.tail_guard`) to every comparison.
+        tail_index_guard: with ``heavy_tail_guard``, also add to every comparison the width of
+            the unread points' largest value under a Hill (1975) tail fitted to the largest
+            differences read so far (:func:`~subsample_mcmc.racing.race.tail_sum_width`): the
+            error promise where the reward differences have infinite variance.  ``False`` (the
+            default): the guard as it was before it (a minimum sample and a Cornish-Fisher
+            constant only).  Off by default because on LogNormal(0, 2) rewards it reads up to
+            1.6x more in decisive races (cost rule 1.2x), even with ``tail_gate_z``; measured in
+            ``benchmarks/results/racing_heavy_tails_infinite.md``.
+        tail_level_power: the exceedance level of the unread points' largest value that the
+            tail-index width covers is ``delta'^tail_level_power`` (``delta' = Phi(-B)``, at most
+            the comparison's error level).  1: its ``1 - delta'`` quantile under the fitted Pareto
+            tail (conservative wherever the tail lightens beyond the order statistics read, as
+            for LogNormal rewards, whose local index at race sample sizes is 1.2-1.9); 0: its
+            typical size.  The default is the compromise measured in
+            ``benchmarks/results/racing_heavy_tails_infinite.md``.
+        tail_gate_z: the tail-index width is added for an arm only where the tail is confidently
+            of infinite variance: Hill's ``alpha_hat = 1 / H`` from the top ``k`` has asymptotic
+            sd ``alpha / sqrt(k)`` (Hill 1975; ``sqrt(k) (alpha_hat / alpha - 1) -> N(0, 1)``),
+            so the width applies where the upper confidence bound
+            ``alpha_hat (1 + tail_gate_z / sqrt(k)) < 2`` and is 0 elsewhere.  ``"B"``: ``z`` is
+            the comparison's constant ``B``.  ``None``: no gate (the width wherever a tail is
+            fitted).
 
     Example:
         >>> g = NormalBound().width(2.0, 100, 1.0, 0.0, 10_000)   # B = 2, T = 100
@@ -351,6 +380,9 @@ class NormalBound(ConfidenceBound):
 
     event: str = "one_sided"
     heavy_tail_guard: bool = True
+    tail_index_guard: bool = False
+    tail_level_power: float = 0.25
+    tail_gate_z: float | None = 2.0
     name: ClassVar[str] = "normal"
 
     def __post_init__(self):
@@ -360,6 +392,10 @@ class NormalBound(ConfidenceBound):
     @property
     def applies_tail_guard(self) -> bool:
         return bool(self.heavy_tail_guard)
+
+    @property
+    def applies_tail_index_guard(self) -> bool:
+        return bool(self.heavy_tail_guard and self.tail_index_guard)
 
     def constant(self, delta, population_size: int, first_batch: int):
         """``B_Normal(delta, m1 / N)`` (:func:`b_normal`; :func:`b_normal_traced` for a

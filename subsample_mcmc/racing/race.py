@@ -48,7 +48,6 @@ Implementation notes
 
 from __future__ import annotations
 
-import math
 from typing import Callable, NamedTuple, Optional
 
 import jax
@@ -59,7 +58,8 @@ from .bounds import ConfidenceBound
 from .permutation import index_stream
 from .schedule import doubling_schedule
 
-__all__ = ["RaceResult", "run_race", "tail_guard", "guard_minimum_sample", "pair_moments", "first_batch_spread"]
+__all__ = ["RaceResult", "run_race", "tail_guard", "guard_minimum_sample", "pair_moments", "first_batch_spread",
+           "TAIL_ORDER_STATISTICS", "hill_tail", "tail_sum_width"]
 
 VARIANCES = ("pairwise", "marginal")
 
@@ -136,6 +136,7 @@ class _State(NamedTuple):
     power3: jax.Array  # [D, D] sum e_a^2 e_b (pairwise) or [D] sum e^3
     power4: jax.Array  # [D, D] sum e_a^3 e_b (pairwise) or [D] sum e^4
     power22: jax.Array  # [D, D] sum e_a^2 e_b^2 (pairwise) or [D] unused
+    tail_top: jax.Array  # [D, K + 1] largest |e| read so far, descending (tail-index guard) or [D, 1] unused
 
 
 # Sugden, Smith & Jones (2000), "Cochran's rule for simple random sampling", JRSS-B 62:
@@ -235,6 +236,74 @@ def tail_guard(count, skew, kurt, b, population_size):
     return allowed, b_corrected
 
 
+#: order statistics kept per arm by the tail-index guard: the Hill estimate uses the top
+#: ``k = min(K, max(4, T // 8))`` of them and ``x_(k+1)`` (so ``K + 1`` are kept).
+TAIL_ORDER_STATISTICS = 32
+
+
+def hill_tail(top, count):
+    r"""Hill (1975) estimate of the tail of ``|u|`` from its largest order statistics.
+
+    ``top``: ``[..., K + 1]`` the largest ``|u|`` among the ``T = count`` read, descending
+    (``x_(1) >= x_(2) >= ...``).  With ``k = min(K, max(4, floor(T / 8)))`` and threshold
+    ``t = x_(k+1)``, the Hill estimator of ``1 / alpha`` is
+
+        H = (1 / k) sum_{i <= k} log(x_(i) / t),
+
+    the maximum-likelihood estimate of ``1 / alpha`` when the exceedances ``|u| / t > 1`` are
+    Pareto, ``P(|u| > x) ~ (k / T) (x / t)^(-alpha)`` for ``x >= t`` (Hill 1975, Ann. Statist. 3);
+    its sd is about ``H / sqrt(k)``.  Returns ``(H, t, k)``; ``H = 0`` where ``t = 0`` (fewer than
+    ``k + 1`` nonzero values: no tail to fit).  Traceable.
+    """
+    kmax = top.shape[-1] - 1
+    k = jnp.clip(count // 8, 4, kmax).astype(jnp.int32)
+    t = jnp.take(top, k, axis=-1)
+    ok = t > 0.0
+    safe_t = jnp.where(ok, t, 1.0)
+    i = jnp.arange(top.shape[-1])
+    logs = jnp.where((i < k) & ok[..., None], jnp.log(jnp.maximum(top, safe_t[..., None]) / safe_t[..., None]), 0.0)
+    h = jnp.sum(logs, axis=-1) / k.astype(top.dtype)
+    return jnp.where(ok, h, 0.0), jnp.where(ok, t, 0.0), k
+
+
+def tail_sum_width(top, count, population_size, delta, gate_z=None):
+    r"""The tail-index guard's extra width (mean scale) for one arm's unread points.
+
+    With the fitted tail ``P(|u| > x) ~ (k / T) (x / t)^(-alpha)`` of :func:`hill_tail`, the
+    largest of the ``M = N - T`` unread ``|u|`` exceeds ``y`` with probability about
+    ``M (k / T) (y / t)^(-alpha)``; for a subexponential (in particular a regularly varying) tail
+    the sum of the ``M`` unread centred values exceeds ``y`` with the same probability as
+    ``y -> infinity`` (the single-big-jump principle of stable and regularly varying sums), so its
+    ``1 - delta`` quantile is about
+
+        W = t (M k / (T delta))^(1 / alpha) = t exp(H log(M k / (T delta)))
+
+    on the sum scale, ``W / N`` on the scale of the means the race compares.  The Normal bound
+    covers the centre of the sum (its CLT part) when the variance is finite; ``W`` covers the
+    one large unread value that a population of infinite (or not yet settled) variance holds.
+    It grows as ``delta^(-1/alpha)``: negligible for light tails (``alpha`` large: a few ``t``,
+    against a CLT width of ``B sqrt(M)`` sds), and it reads a near-tie on to ``T = N`` when
+    ``alpha < 2``, while a gap far beyond ``W`` is still decided early.  ``W = 0`` at ``T = N``.
+
+    ``gate_z``: apply ``W`` only where the tail is confidently of infinite variance.  Hill's
+    estimator is asymptotically Normal, ``sqrt(k) (alpha_hat / alpha - 1) -> N(0, 1)`` (sd of
+    ``alpha_hat`` about ``alpha / sqrt(k)``), so ``alpha_hat (1 + z / sqrt(k))`` with
+    ``alpha_hat = 1 / H`` is an approximate upper confidence bound on ``alpha``; ``W`` is kept
+    where it is below 2, i.e. ``1 + z / sqrt(k) < 2 H``, and is 0 elsewhere (finite variance not
+    ruled out: the Normal bound and :func:`tail_guard` cover the arm).  ``None``: no gate.
+    Traceable.
+    """
+    h, t, k = hill_tail(top, count)
+    tt = jnp.maximum(count, 1).astype(top.dtype)
+    rest = jnp.maximum(population_size - tt, 0.0)
+    log_arg = jnp.log(jnp.maximum(rest, 1.0) * k.astype(top.dtype) / (tt * delta))
+    w = t * jnp.exp(h * jnp.maximum(log_arg, 0.0))
+    keep = rest > 0.0
+    if gate_z is not None:
+        keep = keep & (1.0 + gate_z / jnp.sqrt(k.astype(top.dtype)) < 2.0 * h)
+    return jnp.where(keep, w / population_size, 0.0)
+
+
 def _phases(population_size: int, first_batch: int, max_block: int, growth: int = 16):
     """``[(chunk, count_limit), ...]``: chunk sizes growing by ``growth`` from ``m1``
     (capped at ``max_block``); each phase reads until ``count_limit`` points.
@@ -295,7 +364,14 @@ def run_race(
             every comparison (skewness of the compared rewards from their third and
             fourth power sums): a decision waits for ``T >= 28 + 25 g1^2`` and ``B``
             gets the Cornish-Fisher correction.  Costs O(D^2) per point read
-            (pairwise) or O(D) (marginal), like the variance estimates.
+            (pairwise) or O(D) (marginal), like the variance estimates.  When also
+            ``bound.applies_tail_index_guard``, each arm keeps its ``K + 1 = 33`` largest
+            ``|e|`` (differences to the reference arm, pairwise; levels, marginal; centred at
+            the first block's means) in a running top-k (``lax.top_k`` per block), and every
+            comparison's width gets ``W_x + W_i`` of :func:`tail_sum_width` (Hill tail of each
+            arm, level ``Phi(-B)^tail_level_power``; the reference arm's ``W`` is 0 in the
+            pairwise case): reward differences of infinite variance, whose unread points hold
+            extremes the sample variance has not seen.
         variance: ``"pairwise"`` or ``"marginal"``.
         index_map: optional ``[population_size]`` data indices of the raced
             population (used when some points are always read exactly).
@@ -335,6 +411,8 @@ def run_race(
         phases = [(chunk, min(limit, budget)) for (chunk, limit), start in zip(phases, starts) if start < budget]
 
     guard = bound.applies_tail_guard
+    tail_index = guard and bound.applies_tail_index_guard
+    n_top = TAIL_ORDER_STATISTICS + 1 if tail_index else 1
 
     def bound_width(count, sd, crange, b=None):
         return bound.width(bound_param if b is None else b, count, sd, crange, n_pop)
@@ -390,6 +468,9 @@ def run_race(
                 powers["power2"] = state.power2 + jnp.sum(e2, axis=1)
                 powers["power3"] = state.power3 + jnp.sum(e2 * e, axis=1)
                 powers["power4"] = state.power4 + jnp.sum(e2 * e2, axis=1)
+            if tail_index:
+                merged = jnp.concatenate([state.tail_top, jnp.abs(e)], axis=1)
+                powers["tail_top"] = lax.top_k(merged, n_top)[0]
         rewards_read = state.rewards_read + m_int * jnp.sum(state.alive).astype(jnp.int32)
         return state._replace(
             **powers,
@@ -426,6 +507,17 @@ def run_race(
                 skew = jnp.maximum(jnp.abs(skew_arm), jnp.abs(skew_arm[leader]))
                 kurt = jnp.maximum(kurt_arm, kurt_arm[leader])
             allowed, b = tail_guard(count, skew, kurt, bound_param, n_pop)
+        tail_width = 0.0
+        if tail_index:
+            # per-comparison error level the constant B stands for: Phi(-B) <= delta' (B_Normal
+            # covers all stages, so it exceeds the one-look quantile)
+            delta_cmp = jnp.maximum(jax.scipy.special.ndtr(-jnp.asarray(bound_param, mu.dtype)),
+                                    jnp.finfo(mu.dtype).tiny) ** float(getattr(bound, "tail_level_power", 1.0))
+            gate_z = getattr(bound, "tail_gate_z", None)
+            if isinstance(gate_z, str):  # "B": the comparison's own constant
+                gate_z = jnp.asarray(bound_param, mu.dtype)
+            w_arm = tail_sum_width(state.tail_top, count, n_pop, delta_cmp, gate_z)
+            tail_width = w_arm + w_arm[leader]
         if pairwise:
             sec = state.second
             var = (sec[leader, leader] + jnp.diagonal(sec) - 2.0 * sec[leader]) / t
@@ -434,6 +526,7 @@ def run_race(
             sd_arm = jnp.sqrt(jnp.maximum(state.second, 0.0) / t)
             width = bound_width(count, sd_arm, reward_range, b) + bound_width(
                 count, sd_arm[leader], reward_range[leader], b)
+        width = width + tail_width
         eliminated = ((gap > width) | (width < resolution)) & allowed & (arange != leader)
         eliminated = eliminated | ((count >= n_pop) & (arange != leader))
         alive = state.alive & ~eliminated
@@ -490,6 +583,7 @@ def run_race(
         power3=mat,
         power4=mat,
         power22=mat,
+        tail_top=jnp.zeros((n_arms, n_top), dtype),
     )
     state = absorb(state, first, valid0)
     state = jax.tree.map(lambda a, b: jnp.where(state.count == schedule[0], a, b), decide(state), state)
