@@ -1,4 +1,4 @@
-import jax.numpy as jnp, time, sys
+import jax.numpy as jnp, sys
 from subsample_mcmc.racing.bounds import NormalBound
 from subsample_mcmc.testing import make_infinite_problem, run_setting
 from experiments.synthetic import make_problem, run_setting as run
