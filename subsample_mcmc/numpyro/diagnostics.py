@@ -118,6 +118,10 @@ def check_discrete_chains(samples: Any, sites: Optional[str | Sequence[str]] = N
         missing = [k for k in sites if k not in draws]
         if missing:
             raise KeyError(f"sites {missing} are not among the samples' sites {sorted(draws)}")
+        continuous = [k for k in sites if not _integer_valued(draws[k])]
+        if continuous:
+            raise ValueError(f"sites {continuous} do not hold integer values: check_discrete_chains reads discrete "
+                             "sites; use R-hat and ESS (numpyro.diagnostics.summary, arviz.summary) for continuous ones")
     reports = []
     for name in sites:
         x = draws[name]

@@ -470,6 +470,8 @@ class RacingMH(InitOnceKernel):
         self.map_steps = int(map_steps)
         self.control_variate = control_variate
         self.newton_steps = int(newton_steps)
+        #: warn at the end of warmup when the chain still mixes poorly (off in a block of another kernel)
+        self.check_mixing = True
         self.num_restarts = int(num_restarts)
         self.exact_when_cheaper = check_bool(exact_when_cheaper, "exact_when_cheaper")
         self.max_race_fraction = check_race_fraction(max_race_fraction)
@@ -1295,10 +1297,10 @@ class RacingMH(InitOnceKernel):
         """At the end of warmup (the step whose new ``i`` is ``num_warmup``), once: the window's acceptance
         and the spread of its draws against the Laplace covariance, read on the host
         (:func:`_warn_poor_mixing`).  One ``jax.debug.callback`` in a real branch (``i`` is shared by the
-        chains), nothing on the other steps; inner kernels of Gibbs or model selection call ``_sample_one``
-        and are not checked."""
+        chains), nothing on the other steps.  Not for a block of another kernel (:meth:`wrap_model` turns
+        ``check_mixing`` off: RacingGibbs, NumPyro's Gibbs) nor for ModelSelection's steps (``_sample_one``)."""
         start, end = self._mixing_window()
-        if start == end or state.window_moments is None:
+        if start == end or state.window_moments is None or not getattr(self, "check_mixing", True):
             return state
         full = bool(getattr(self, "_mass_from_full_data", False)) and not self._reestimate_mass
         steps = end - start
@@ -1514,6 +1516,9 @@ class RacingMH(InitOnceKernel):
         a centred proposal would stick there: the default proposal of a block is the
         random walk, and an explicit centred one warns."""
         new = copy.copy(self)
+        # a block's step runs inside its caller's step, vmapped over the chains there: the end-of-warmup
+        # check's branch would run on every step (a batched predicate) and its window belongs to the caller
+        new.check_mixing = False
         if self._automatic_proposal:
             new._automatic_proposal = False
             new._set_proposal("random_walk")

@@ -85,6 +85,8 @@ def test_flat_draws_and_an_unrun_mcmc_are_refused_not_read_as_chains():
     with pytest.warns(UserWarning, match="different values"):
         (report,) = check_discrete_chains({"k": k, "x": np.zeros((4, 200))}, sites="k")
     assert report.site == "k"
+    with pytest.raises(ValueError, match=r"\['x2'\] do not hold integer values"):
+        check_discrete_chains({"k": k, "x2": np.full((4, 200), 0.5)}, sites=["k", "x2"])
     with pytest.warns(UserWarning, match="no site .* has integer values"):
         assert check_discrete_chains({"mu": np.random.default_rng(5).normal(size=(4, 200))}) == []
 
