@@ -31,7 +31,7 @@ from numpyro.util import is_prng_key
 from ..kernels.laplace import fit_laplace
 from ..kernels.product_space import Pseudoprior, model_log_f0, shared_space_arms
 from ..racing import sample_discrete, sample_discrete_exact
-from ..racing.race import _run_at_most_once, first_batch_spread, guard_minimum_sample, pair_moments
+from ..racing.race import _run_at_most_once, first_batch_spread
 from ..racing.discrete import check_tie_share
 from .control import DataSpaceControlVariate
 from .mh import _SPREAD_MIN_NATS, _SPREAD_RATIO_MAX, RacingMH
@@ -478,13 +478,10 @@ class RacingGibbs(InitOnceKernel):
 
         def sample(i):
             d = terms(i) - lead
-            finite = jnp.all(jnp.isfinite(d))
-            c = jnp.where(jnp.isfinite(d), d - jnp.mean(jnp.where(jnp.isfinite(d), d, 0.0)), 0.0)
-            u = c / jnp.maximum(jnp.sqrt(jnp.mean(c * c)), jnp.finfo(c.dtype).tiny)  # standardised
-            n = jnp.asarray(ms.size, u.dtype)
-            skew, kurt = pair_moments(n, jnp.sum(u), jnp.sum(u ** 2), jnp.sum(u ** 3), jnp.sum(u ** 4))
             # a value of probability 0 at some datum: the race's exact fallback draws, nothing to guard
-            return jnp.where(finite, guard_minimum_sample(skew, kurt), 0.0)
+            finite = jnp.all(jnp.isfinite(d))
+            _, _, guard = first_batch_spread(jnp.where(jnp.isfinite(d), d, 0.0), self.race_options["first_batch"])
+            return jnp.where(finite, guard, 0.0)
 
         guards = jax.lax.map(sample, jnp.arange(modes.shape[0]))
         return jnp.max(jnp.where(ok & (jnp.arange(modes.shape[0]) != best), guards, 0.0)).astype(jnp.float32)
