@@ -14,7 +14,7 @@ import json
 import math
 import os
 import time
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Union
 
 import numpy as np
 
@@ -101,6 +101,68 @@ class ArchRun:
                           w.category, stacklevel=3)
 
 
+_COMPILE = {"seconds": 0.0, "listening": False}
+
+
+def fit_pseudopriors(y: np.ndarray, orders: Sequence[int], *, pseudoprior: str, seed: int, num_adapt: int,
+                     cache: bool = True) -> tuple[dict, dict, bool]:
+    """The product space's pseudopriors (``ModelSelection(arch_models(orders), pseudoprior=...)``'s
+    ``init``: a Laplace fit per order, refitted from a NUTS pilot where it misses), fitted once and
+    shared by both samplers.  With ``cache``, kept on disk under
+    ``cache_root()/pseudopriors/<key>.pkl``, the key a SHA-256 of the terms ``y`` (bytes, dtype,
+    shape), the orders, ``pseudoprior``, ``seed``, ``num_adapt``, the package version and JAX's
+    x64 flag: a repeated job on the same data loads them instead of refitting.  Returns
+    ``(pseudopriors, auto_choice, loaded_from_cache)``."""
+    import hashlib
+    import pickle
+
+    import jax
+
+    import subsample_mcmc
+    from subsample_mcmc import ModelSelection
+    from subsample_mcmc.cli import cache_root
+
+    y = np.ascontiguousarray(y)
+    h = hashlib.sha256(y.tobytes())
+    h.update(repr((str(y.dtype), y.shape, tuple(int(q) for q in orders), pseudoprior, int(seed), int(num_adapt),
+                   subsample_mcmc.__version__, bool(jax.config.jax_enable_x64))).encode())
+    path = os.path.join(cache_root(), "pseudopriors", h.hexdigest()[:24] + ".pkl")
+    if cache and os.path.exists(path):
+        try:
+            with open(path, "rb") as fh:
+                saved = pickle.load(fh)
+            return saved["pseudopriors"], saved["auto_choice"], True
+        except (OSError, EOFError, pickle.UnpicklingError, KeyError, AttributeError):
+            pass  # a stale or broken file: refit and overwrite it
+    fitter = ModelSelection(arch_models(orders), pseudoprior=pseudoprior)
+    state = fitter.init(jax.random.PRNGKey(seed + 10_000), num_adapt, None, (y,), None)
+    pseudopriors = jax.tree.map(np.asarray, fitter.pseudopriors(state))
+    auto_choice = dict(fitter.auto_choice)
+    if cache:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as fh:
+            pickle.dump({"pseudopriors": pseudopriors, "auto_choice": auto_choice}, fh)
+        os.replace(tmp, path)
+    return pseudopriors, auto_choice, False
+
+
+def compile_seconds() -> float:
+    """XLA backend compile seconds in this process since the first call (all programs; from
+    ``jax.monitoring``'s ``/jax/core/compile/backend_compile_duration`` events): the job reads it
+    before and after each phase to report compilation apart from sampling."""
+    import jax.monitoring
+
+    if not _COMPILE["listening"]:
+        def listener(event, seconds, **_):
+            if event == "/jax/core/compile/backend_compile_duration":
+                _COMPILE["seconds"] += seconds
+
+        jax.monitoring.register_event_duration_secs_listener(listener)
+        _COMPILE["listening"] = True
+    return _COMPILE["seconds"]
+
+
 def run_sampler(name: str, models: dict, y, *, pseudopriors: dict, num_warmup: int, num_samples: int,
                 num_chains: int, seed: int, delta: float, check_decisions: int, progress_bar: bool,
                 orders: Sequence[int], series=None) -> ArchRun:
@@ -121,15 +183,17 @@ def run_sampler(name: str, models: dict, y, *, pseudopriors: dict, num_warmup: i
                 chain_method="sequential", progress_bar=progress_bar)
     _release_compiled_programs()
     key = jax.random.PRNGKey(seed)
-    t0 = time.perf_counter()
+    c0, t0 = compile_seconds(), time.perf_counter()
     data = {} if series is None else {"series": series}
     mcmc.warmup(key, y, collect_warmup=True, extra_fields=_FIELDS, **data)
     warm = {k: np.asarray(v) for k, v in mcmc.get_extra_fields(group_by_chain=True).items()}
-    t1 = time.perf_counter()
+    c1, t1 = compile_seconds(), time.perf_counter()
     mcmc.run(mcmc.post_warmup_state.rng_key, y, extra_fields=_FIELDS, **data)
-    t2 = time.perf_counter()
+    c2, t2 = compile_seconds(), time.perf_counter()
     fields = {k: np.asarray(v) for k, v in mcmc.get_extra_fields(group_by_chain=True).items()}
-    return ArchRun(name, mcmc, orders, warm, fields, {"warmup": t1 - t0, "sample": t2 - t1}, int(y.shape[0]))
+    seconds = {"warmup": t1 - t0, "sample": t2 - t1, "end_to_end": t2 - t0,
+               "compile_warmup": c1 - c0, "compile_sample": c2 - c1, "compile": c2 - c0}
+    return ArchRun(name, mcmc, orders, warm, fields, seconds, int(y.shape[0]))
 
 
 def _release_compiled_programs() -> None:
@@ -188,6 +252,9 @@ def diagnostics(run: ArchRun) -> dict:
         "seconds": run.seconds,
         "ess_per_million_evaluations": ess / evals * 1e6 if evals else float("nan"),
         "ess_per_second": ess / run.seconds["sample"] if run.seconds.get("sample") else float("nan"),
+        # the seconds a user waits for this sampler: warmup and sampling with their compilation
+        "ess_per_second_end_to_end": (ess / run.seconds["end_to_end"] if run.seconds.get("end_to_end")
+                                      else float("nan")),
         "acceptance_rate": float(run.fields["accept_prob"].mean()),
         "model_switches": int(np.sum(run.model_index[:, 1:] != run.model_index[:, :-1])),
         "raced_model_draws": float(np.mean(stages > 0)),
@@ -298,19 +365,20 @@ def make_figures(series: ReturnSeries, runs: dict, out_dir: str, *, max_lag: int
 
 def run_job(*, data: str = DEFAULT_SERIES, orders: Sequence[int] = DEFAULT_ORDERS, num_adapt: int = 500,
             num_samples: int = 1000, num_chains: int = 2, seed: int = 0, output: str = "arch-output",
-            delta: float = 0.05, pseudoprior: str = "auto", check_decisions: int = 10,
+            delta: float = 0.05, pseudoprior: str = "auto", check_decisions: Union[int, str] = "auto",
             simulated_size: int = 100_000, simulated_order: int = 10, column: Optional[str] = None,
-            kind: Optional[str] = None, bic: bool = True, progress_bar: bool = True, log=print) -> dict:
+            kind: Optional[str] = None, bic: bool = True, progress_bar: bool = True, log_likelihood: bool = False,
+            cache: bool = True, log=print) -> dict:
     """Run the racing and exact ``ModelSelection`` samplers on one series and write the outputs.
 
     ``num_adapt`` warmup sweeps per chain (Wang-Landau on), then ``num_samples`` with the adjusted
     prior frozen; ``pseudoprior`` is ``ModelSelection``'s (fitted once, shared by both samplers);
     ``check_decisions``: the racing sampler re-draws every ``m``-th raced model index exactly for
-    the decision error rate (0: none).  Returns the summary written to ``summary.json``."""
-    import jax
-
-    from subsample_mcmc import ModelSelection
-
+    the decision error rate (0: none; ``"auto"``: ``m = 10 K``, so that the audit's full passes over
+    the ``K`` orders cost at most ``0.1 N`` evaluations per sweep).  ``log_likelihood``: write the
+    pointwise log-likelihood into the InferenceData (``K N`` values per draw).  ``cache``: keep the
+    pseudopriors on disk (:func:`fit_pseudopriors`).  Returns the summary written to
+    ``summary.json``."""
     orders = validate_orders(orders)
     check_output(output)
     for label, value in (("num_adapt", num_adapt), ("num_samples", num_samples), ("num_chains", num_chains)):
@@ -323,28 +391,33 @@ def run_job(*, data: str = DEFAULT_SERIES, orders: Sequence[int] = DEFAULT_ORDER
     models = arch_models(orders)
     log(f"ARCH order selection on {series.name}: T = {len(series.returns):,} returns, N = {y.shape[0]:,} "
         f"terms, orders {list(orders)}, delta = {delta}")
-    t0 = time.perf_counter()
-    fitter = ModelSelection(models, pseudoprior=pseudoprior)
-    state = fitter.init(jax.random.PRNGKey(seed + 10_000), num_adapt, None, (y,), None)
-    pseudopriors = fitter.pseudopriors(state)
-    fit_seconds = time.perf_counter() - t0
-    kinds = ", ".join(f"q={q}: {c.get('pseudoprior')}" for q, c in zip(orders, fitter.auto_choice.values()))
-    log(f"  pseudopriors of the {len(orders)} orders in {fit_seconds:.1f} s ({kinds or pseudoprior})")
+    job_c0, job_t0 = compile_seconds(), time.perf_counter()
+    pseudopriors, auto_choice, cached = fit_pseudopriors(y, orders, pseudoprior=pseudoprior, seed=seed,
+                                                         num_adapt=num_adapt, cache=cache)
+    fit_seconds = time.perf_counter() - job_t0
+    kinds = ", ".join(f"q={q}: {c.get('pseudoprior')}" for q, c in zip(orders, auto_choice.values()))
+    log(f"  pseudopriors of the {len(orders)} orders {'loaded from the cache' if cached else 'fitted'} in "
+        f"{fit_seconds:.1f} s ({kinds or pseudoprior})")
+    if check_decisions == "auto":  # the audit's full passes (K N each) at most 0.1 N per sweep
+        check_decisions = 10 * len(orders)
     runs = {}
     for name in METHODS:
         t0 = time.perf_counter()
         runs[name] = run_sampler(name, models, y, pseudopriors=pseudopriors, num_warmup=num_adapt,
                                  num_samples=num_samples, num_chains=num_chains, seed=seed, delta=delta,
                                  check_decisions=check_decisions, progress_bar=progress_bar, orders=orders)
-        log(f"  {name:6s} sampler: {time.perf_counter() - t0:.1f} s")
+        sec = runs[name].seconds
+        log(f"  {name:6s} sampler: {time.perf_counter() - t0:.1f} s (warmup {sec['warmup']:.1f} s, sampling "
+            f"{sec['sample']:.1f} s; XLA compilation {sec['compile']:.1f} s of them)")
     diag = {m: diagnostics(r) for m, r in runs.items()}
     tv, tv_se = total_variation(runs["racing"], runs["exact"])
     post = {m: r.posterior.probabilities.tolist() for m, r in runs.items()}
     summary = {
         "series": series.name, "num_returns": int(len(series.returns)), "num_terms": int(y.shape[0]),
         "orders": list(orders), "true_order": true_order, "delta": delta, "pseudoprior": pseudoprior,
-        "pseudoprior_choice": {str(q): c for q, c in zip(orders, fitter.auto_choice.values())},
-        "pseudoprior_fit_seconds": fit_seconds,
+        "pseudoprior_choice": {str(q): c for q, c in zip(orders, auto_choice.values())},
+        "pseudoprior_fit_seconds": fit_seconds, "pseudoprior_from_cache": cached,
+        "check_decisions_every": int(check_decisions),
         "num_adapt": num_adapt, "num_samples": num_samples, "num_chains": num_chains, "seed": seed,
         "posterior_q": post,
         "posterior_q_stderr": {m: r.posterior.stderr.tolist() for m, r in runs.items()},
@@ -366,12 +439,18 @@ def run_job(*, data: str = DEFAULT_SERIES, orders: Sequence[int] = DEFAULT_ORDER
     for m, r in runs.items():
         # dims={}, pred_dims={}: the sites have no plate dimensions to name, and ArviZ 1.x's inference of them
         # fails on NumPyro 0.22 (it reads numpyro.infer.initialization through a lazy module)
-        az.from_numpyro(r.mcmc, dims={}, pred_dims={}).to_netcdf(os.path.join(output, f"{m}.nc"))
+        # log_likelihood: the pointwise log-likelihood of every order at every term and draw is
+        # K N x draws numbers (GBs for the default job); kept only on request
+        az.from_numpyro(r.mcmc, log_likelihood=bool(log_likelihood), dims={}, pred_dims={}).to_netcdf(
+            os.path.join(output, f"{m}.nc"))
     summary["figures"] = [os.path.basename(p) for p in make_figures(series, runs, output)]
+    summary["seconds"] = {"end_to_end": time.perf_counter() - job_t0, "compile": compile_seconds() - job_c0,
+                          "pseudopriors": fit_seconds}
     with open(os.path.join(output, "summary.json"), "w") as fh:
         json.dump(summary, fh, indent=2)
     _print_summary(summary, log)
-    log(f"  wrote {output}/summary.json, racing.nc, exact.nc and {len(summary['figures'])} figures")
+    sizes = sum(os.path.getsize(os.path.join(output, f"{m}.nc")) for m in runs) / 1e6
+    log(f"  wrote {output}/summary.json, racing.nc and exact.nc ({sizes:.1f} MB) and {len(summary['figures'])} figures")
     return summary
 
 
@@ -387,6 +466,13 @@ def _print_summary(s: dict, log) -> None:
         log(f"  {m:6s}: {d['likelihood_evaluations']:.3g} likelihood evaluations ({d['evaluations_per_iteration_over_n']:.2f} N "
             f"per iteration), ESS(q) {d['ess_q']:.0f}, R-hat {d['rhat_q']:.3f}, {d['model_switches']} switches, "
             f"{d['ess_per_million_evaluations']:.2f} ESS per 1e6 evaluations, {d['seconds']['sample']:.1f} s sampling")
+    e2e = {m: s["diagnostics"][m]["ess_per_second_end_to_end"] for m in METHODS}
+    log(f"  ESS(q) per second, warmup and sampling with their compilation: racing {e2e['racing']:.2f}, exact "
+        f"{e2e['exact']:.2f} (racing / exact {e2e['racing'] / e2e['exact']:.2f}x); XLA compilation "
+        + ", ".join(f"{m} {s['diagnostics'][m]['seconds']['compile']:.1f} s" for m in METHODS))
+    if "seconds" in s:
+        log(f"  job end to end {s['seconds']['end_to_end']:.1f} s (pseudopriors {s['seconds']['pseudopriors']:.1f} s, "
+            f"XLA compilation {s['seconds']['compile']:.1f} s)")
     if "decision_error_rates" in s:
         for name, e in s["decision_error_rates"].items():
             log(f"  racing {name} decisions: {e['errors']} / {e['decisions']} differ from the exact decision "

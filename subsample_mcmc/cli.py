@@ -51,6 +51,13 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cache_root() -> str:
+    """The command-line jobs' cache folder: ``$XDG_CACHE_HOME/subsample_mcmc`` (default
+    ``~/.cache/subsample_mcmc``)."""
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(root, "subsample_mcmc")
+
+
 def enable_compilation_cache() -> None:
     """JAX's persistent compilation cache for the command-line jobs, unless one is configured
     (``JAX_COMPILATION_CACHE_DIR``): ``$XDG_CACHE_HOME/subsample_mcmc/jax`` (default
@@ -60,9 +67,22 @@ def enable_compilation_cache() -> None:
 
     if os.environ.get("JAX_COMPILATION_CACHE_DIR") or jax.config.jax_compilation_cache_dir:
         return
-    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    jax.config.update("jax_compilation_cache_dir", os.path.join(root, "subsample_mcmc", "jax"))
+    jax.config.update("jax_compilation_cache_dir", os.path.join(cache_root(), "jax"))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+
+
+def _check_every(text: str):
+    """``--check-every``: ``auto`` or an integer ``M >= 1``."""
+    if text == "auto":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--check-every must be 'auto' or an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"--check-every must be 'auto' or an integer >= 1 (--no-check: none), "
+                                         f"got {value}")
+    return value
 
 
 def _arch(args: argparse.Namespace) -> int:
@@ -75,7 +95,8 @@ def _arch(args: argparse.Namespace) -> int:
                 num_chains=args.chains, seed=args.seed, output=args.output, delta=args.delta,
                 pseudoprior=args.pseudoprior, check_decisions=0 if args.no_check else args.check_every,
                 simulated_size=args.simulated_size, simulated_order=args.simulated_order, column=args.column,
-                kind=args.kind, bic=not args.no_bic, progress_bar=not args.no_progress)
+                kind=args.kind, bic=not args.no_bic, progress_bar=not args.no_progress,
+                log_likelihood=args.log_likelihood, cache=not args.refit)
     except ModuleNotFoundError as err:
         print(f"subsample-mcmc arch: error: {err.name!r} is not installed; the ARCH job needs the "
               "models extra: pip install 'subsample_mcmc[models]'", file=sys.stderr)
@@ -133,12 +154,19 @@ def main(argv=None) -> int:
     arch.add_argument("--simulated-order", type=int, default=10, help="true order for --data simulated")
     arch.add_argument("--column", default=None, help="CSV column holding the series")
     arch.add_argument("--kind", choices=("prices", "returns"), default=None, help="what the CSV column holds")
-    arch.add_argument("--check-every", type=int, default=10, metavar="M",
+    arch.add_argument("--check-every", type=_check_every, default="auto", metavar="M",
                       help="re-draw every M-th sweep's raced model index exactly (the race's error rate; "
-                           "its full pass is timed, not counted); 1 checks every sweep")
+                           "its full pass is timed, not counted); 1 checks every sweep; auto: 10 x the number "
+                           "of orders (at most 0.1 N evaluations per sweep)")
     arch.add_argument("--no-check", action="store_true", help="do not re-draw the raced model indices exactly")
     arch.add_argument("--no-bic", action="store_true", help="skip the arch-package maximum-likelihood fits")
     arch.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    arch.add_argument("--log-likelihood", action="store_true",
+                      help="write the pointwise log-likelihood (every order, term and draw) into the InferenceData "
+                           "(for az.loo / az.waic; GBs for the default job)")
+    arch.add_argument("--refit", action="store_true",
+                      help="refit the pseudopriors rather than load them from the cache of an earlier run on the "
+                           "same data and orders")
     arch.set_defaults(func=_arch)
     coref = sub.add_parser("coref", help="author coreference by racing vs exact annealed Gibbs (Sec. 5.3)",
                            formatter_class=argparse.ArgumentDefaultsHelpFormatter,

@@ -15,13 +15,16 @@ from subsample_mcmc.models.arch import simulate_arch
 
 
 @pytest.mark.smoke
-def test_arch_job_runs_to_the_end_on_tiny_data(tmp_path):
+def test_arch_job_runs_to_the_end_on_tiny_data(tmp_path, monkeypatch):
     """The main job's whole path (a user's CSV of returns read, pseudopriors, both samplers, ArviZ
     InferenceData written as NetCDF and read back, figures, summary) on a simulated ARCH(1) series of
-    1,500 terms."""
+    1,500 terms; run again, it loads the pseudopriors from its cache and gives the same draws, and
+    ``--log-likelihood`` adds the pointwise log-likelihood that is left out by default."""
     import arviz as az
 
     from subsample_mcmc.cli import main
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
 
     r, _ = simulate_arch(1502, order=1, seed=3)  # 1,500 terms after the largest order's 2 lags
     csv = tmp_path / "returns.csv"
@@ -38,6 +41,21 @@ def test_arch_job_runs_to_the_end_on_tiny_data(tmp_path):
         assert idata.posterior["model"].shape == (1, 30)
     for f in s["figures"]:
         assert (out / f).stat().st_size > 0, f
+    assert not s["pseudoprior_from_cache"] and s["check_decisions_every"] == 20  # auto: 10 x 2 orders
+    assert 0 < s["seconds"]["compile"] < s["seconds"]["end_to_end"]
+    for m in ("racing", "exact"):
+        sec = s["diagnostics"][m]["seconds"]
+        assert sec["end_to_end"] >= sec["warmup"] + sec["sample"] - 1e-6 and sec["compile"] >= 0
+        assert "log_likelihood" not in az.from_netcdf(out / f"{m}.nc").groups()
+    again = tmp_path / "again"
+    rc = main(["arch", "--data", str(csv), "--orders", "1,2", "--num-adapt", "30", "--num-samples", "30",
+               "--chains", "1", "--output", str(again), "--no-progress", "--no-bic", "--log-likelihood"])
+    assert rc == 0
+    s2 = json.loads((again / "summary.json").read_text())
+    assert s2["pseudoprior_from_cache"] and s2["posterior_q"] == s["posterior_q"]
+    assert s2["pseudoprior_fit_seconds"] < s["pseudoprior_fit_seconds"]
+    idata = az.from_netcdf(again / "racing.nc")
+    assert "log_likelihood" in idata.groups() and len(idata.log_likelihood.data_vars) > 0
 
 
 def test_arch_job_refuses_an_output_it_cannot_write_before_computing(tmp_path, capsys):
