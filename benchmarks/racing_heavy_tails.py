@@ -153,8 +153,9 @@ INFINITE_DELTAS = (0.001, 0.01)
 
 
 def _variants(powers):
-    """(label, bound) pairs: the guard without the tail-index width, then one per level power."""
-    return [("old", NormalBound(tail_index_guard=False))] + [
+    """(label, bound) pairs: the guard without the tail-index width, the default (the gated width),
+    then the ungated width at each level power."""
+    return [("old", NormalBound(tail_index_guard=False)), ("default", NormalBound())] + [
         (f"new(power={p:g})", NormalBound(tail_index_guard=True, tail_level_power=p, tail_gate_z=None))
         for p in powers]
 
@@ -217,6 +218,8 @@ def _infinite_markdown(meta: dict, inf: list[dict], cost: list[dict]) -> str:
         "setting (cost).",
         "",
         "`old`: Racing-Normal with the heavy-tail guard of issue 9 only (`NormalBound(tail_index_guard=False)`); "
+        "`default`: `NormalBound()` (the tail-index width at power 0.25, gated where the Hill index's upper "
+        "bound `alpha_hat (1 + 2 / sqrt(k))` is below 2); "
         "`new(power=g)`: plus the tail-index width of `race.tail_sum_width` at exceedance level "
         "`delta'^g` (`NormalBound(tail_index_guard=True, tail_level_power=g, tail_gate_z=None)`: the "
         "width without the gate; g = 1 is the 1 - delta' quantile of the largest "

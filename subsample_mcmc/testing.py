@@ -273,15 +273,14 @@ def make_infinite_problem(family: str, num_arms: int, population_size: int, seed
 
 def run_cell(problem: Problem, *, delta: float, num_races: int, seed: int = 0,
              heavy_tail_guard: bool = True, variance: str = "pairwise", tie_share: float = 0.0,
-             tail_index_guard: bool = False) -> dict:
+             tail_index_guard: bool = True) -> dict:
     """Racing-Normal on one battery cell: errors against the exact draw, cost.
 
     ``tail_index_guard``: the option of :class:`~subsample_mcmc.racing.bounds.NormalBound`
-    (off by default, as there).  Adds ``exceeds`` (the whole 99% Clopper-Pearson interval of the
+    (on by default, as there).  Adds ``exceeds`` (the whole 99% Clopper-Pearson interval of the
     error rate lies above ``delta``) to :func:`run_setting`'s record.
     """
-    method = (NormalBound(heavy_tail_guard=heavy_tail_guard, tail_index_guard=True)
-              if tail_index_guard and heavy_tail_guard else "normal")
+    method = NormalBound(tail_index_guard=tail_index_guard) if heavy_tail_guard else "normal"
     rec = run_setting(problem, method=method, delta=delta, variance=variance,
                       num_races=num_races, seed=seed, batch_size=None,
                       heavy_tail_guard=heavy_tail_guard, tie_share=tie_share)

@@ -349,14 +349,16 @@ class NormalBound(ConfidenceBound):
             default) or ``"two_sided"`` (Table 1 of the paper).
         heavy_tail_guard: apply the race's heavy-tail guard
             (:func:`~subsample_mcmc.racing.race.tail_guard`) to every comparison.
-        tail_index_guard: with ``heavy_tail_guard``, also add to every comparison the width of
-            the unread points' largest value under a Hill (1975) tail fitted to the largest
-            differences read so far (:func:`~subsample_mcmc.racing.race.tail_sum_width`): the
-            error promise where the reward differences have infinite variance.  ``False`` (the
-            default): the guard as it was before it (a minimum sample and a Cornish-Fisher
-            constant only).  Off by default because on LogNormal(0, 2) rewards it reads up to
-            1.6x more in decisive races (cost rule 1.2x), even with ``tail_gate_z``; measured in
-            ``benchmarks/results/racing_heavy_tails_infinite.md``.
+        tail_index_guard: with ``heavy_tail_guard`` (the default), also add to every comparison
+            the width of the unread points' largest value under a Hill (1975) tail fitted to the
+            largest differences read so far (:func:`~subsample_mcmc.racing.race.tail_sum_width`):
+            the error promise where the reward differences have infinite variance, whose sample
+            moments do not settle.  Gated by ``tail_gate_z``, it is zero where finite variance is
+            not ruled out (Normal and Uniform rewards: the same races as without it).  Its cost:
+            a running top-33 per arm (compile time and a sort per block read), and up to 1.6x the
+            reads in decisive races on LogNormal(0, 2) rewards, whose local tail index at race
+            sample sizes is that of an infinite-variance tail.  ``False``: the minimum sample and
+            Cornish-Fisher constant of :func:`~subsample_mcmc.racing.race.tail_guard` only.
         tail_level_power: the exceedance level of the unread points' largest value that the
             tail-index width covers is ``delta'^tail_level_power`` (``delta' = Phi(-B)``, at most
             the comparison's error level).  1: its ``1 - delta'`` quantile under the fitted Pareto
@@ -380,7 +382,7 @@ class NormalBound(ConfidenceBound):
 
     event: str = "one_sided"
     heavy_tail_guard: bool = True
-    tail_index_guard: bool = False
+    tail_index_guard: bool = True
     tail_level_power: float = 0.25
     tail_gate_z: float | None = 2.0
     name: ClassVar[str] = "normal"

@@ -75,8 +75,8 @@ def test_issue_repro_student_t_degrees_of_freedom():
 
 @pytest.mark.parametrize("family", ["pareto_1.1", "normal_scale_t3", "logistic_scale_t2.05"])
 def test_infinite_variance_differences_error_at_most_delta(family):
-    """Issue 58 item 2 at CI size, with the tail-index width option
-    (``NormalBound(tail_index_guard=True)``, off by default): differences of tail index 1.1 (one-sided Pareto), 1.5 (Normal
+    """Issue 58 item 2 at CI size, with the defaults (the tail-index width of
+    ``NormalBound(tail_index_guard=True)`` on): differences of tail index 1.1 (one-sided Pareto), 1.5 (Normal
     scale grid on t_3 data) and 2.05 (logistic scale grid on t_2.05 data); every cell's 99%
     Clopper-Pearson interval reaches delta (benchmarks/results/racing_heavy_tails_infinite.md at
     full size).  Without the tail-index width the Pareto cell fails at delta = 0.001
@@ -88,7 +88,7 @@ def test_infinite_variance_differences_error_at_most_delta(family):
     pr = pr._replace(rewards=jnp.asarray(pr.rewards))
     failures = []
     for delta in (0.001, 0.01):
-        rec = run_cell(pr, delta=delta, num_races=200, seed=1, tail_index_guard=True)
+        rec = run_cell(pr, delta=delta, num_races=200, seed=1)
         if rec["exceeds"]:
             failures.append((delta, rec["errors"]))
     assert not failures, f"error rate above delta (delta, errors/200): {failures}"
@@ -96,10 +96,11 @@ def test_infinite_variance_differences_error_at_most_delta(family):
 
 def test_infinite_variance_cell_fails_without_tail_index_width():
     """The test above has power: on its Pareto(1.1) cell the guard of issue 9 alone (no tail-index
-    width, the default) errs above delta = 0.001 (4/200 with these keys; 3/200 at tail_level_power = 0)."""
+    width: ``tail_index_guard=False``) errs above delta = 0.001 (4/200 with these keys; 3/200 at
+    tail_level_power = 0)."""
     from subsample_mcmc.testing import make_infinite_problem
 
     pr = make_infinite_problem("pareto_1.1", 2, 20_000, seed=0, sigma=3e-4)
     pr = pr._replace(rewards=jnp.asarray(pr.rewards))
-    rec = run_cell(pr, delta=0.001, num_races=200, seed=1)
+    rec = run_cell(pr, delta=0.001, num_races=200, seed=1, tail_index_guard=False)
     assert rec["exceeds"], rec
