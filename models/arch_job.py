@@ -363,7 +363,7 @@ def make_figures(series: ReturnSeries, runs: dict, out_dir: str, *, max_lag: int
     return paths
 
 
-def run_job(*, data: str = DEFAULT_SERIES, orders: Sequence[int] = DEFAULT_ORDERS, num_adapt: int = 500,
+def run_job(*, data: str = DEFAULT_SERIES, orders: Sequence[int] = DEFAULT_ORDERS, num_adapt: int = 1000,
             num_samples: int = 1000, num_chains: int = 2, seed: int = 0, output: str = "arch-output",
             delta: float = 0.05, pseudoprior: str = "auto", check_decisions: Union[int, str] = "auto",
             simulated_size: int = 100_000, simulated_order: int = 10, column: Optional[str] = None,
@@ -372,7 +372,9 @@ def run_job(*, data: str = DEFAULT_SERIES, orders: Sequence[int] = DEFAULT_ORDER
     """Run the racing and exact ``ModelSelection`` samplers on one series and write the outputs.
 
     ``num_adapt`` warmup sweeps per chain (Wang-Landau on), then ``num_samples`` with the adjusted
-    prior frozen; ``pseudoprior`` is ``ModelSelection``'s (fitted once, shared by both samplers);
+    prior frozen (NumPyro compiles the warmup and the sampling loops apart, each with its length as a
+    static argument: with equal lengths the second is the first program again, served by JAX's
+    persistent compilation cache); ``pseudoprior`` is ``ModelSelection``'s (fitted once, shared by both samplers);
     ``check_decisions``: the racing sampler re-draws every ``m``-th raced model index exactly for
     the decision error rate (0: none; ``"auto"``: ``m = 10 K``, so that the audit's full passes over
     the ``K`` orders cost at most ``0.1 N`` evaluations per sweep).  ``log_likelihood``: write the

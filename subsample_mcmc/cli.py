@@ -142,7 +142,9 @@ def main(argv=None) -> int:
     arch.add_argument("--data", default="djia",
                       help="djia (Dow Jones 1885-2023, the default) | sp500-1950 | sp500 | nasdaq | simulated | PATH.csv")
     arch.add_argument("--orders", default="5,10,15,20,25,30", help="candidate orders, comma-separated")
-    arch.add_argument("--num-adapt", type=int, default=500, help="warmup sweeps per chain (Wang-Landau on)")
+    arch.add_argument("--num-adapt", type=int, default=1000,
+                      help="warmup sweeps per chain (Wang-Landau on); equal to --num-samples, the sweep "
+                           "program compiles once for both phases")
     arch.add_argument("--num-samples", type=int, default=1000, help="sweeps per chain with the prior frozen")
     arch.add_argument("--chains", type=int, default=2)
     arch.add_argument("--seed", type=int, default=0)

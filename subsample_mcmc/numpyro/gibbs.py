@@ -73,6 +73,10 @@ class RacingGibbsState(NamedTuple):
     #: at the population skewness and kurtosis of the joint move's per-datum differences, the largest over
     #: the configurations at their Laplace modes against the best one's (NaN when not measured)
     joint_guard_sample: Any = jnp.nan
+    #: at init, the heavy-tail guard's minimum sample at the population skewness and kurtosis of the per-datum
+    #: log-likelihood differences of each discrete site's values against the most probable one, at the start
+    #: (the largest; NaN when not measured): the first batch of a conditional draw's race
+    guard_sample: Any = jnp.nan
 
     @property
     def accept_prob(self) -> jax.Array:
@@ -286,16 +290,21 @@ class RacingGibbs(InitOnceKernel):
             isinstance(jm, jax.core.Tracer) or bool(np.any(np.asarray(jm))))
         # a joint move's race reads at least the guard's minimum sample at the population moments first
         # (at most N: then it reads every datum); where init was traced, every datum
-        first = self.race_options["first_batch"]
-        guard = state.joint_guard_sample
-        if isinstance(guard, jax.core.Tracer):
-            self._joint_first_batch = self._ms.size
-        else:
-            g = np.asarray(guard, np.float64)
-            g = float(np.max(g[np.isfinite(g)])) if np.any(np.isfinite(g)) else 0.0
-            self._joint_first_batch = int(min(max(first, int(np.ceil(g))), self._ms.size))
+        self._joint_first_batch = self._guarded_first_batch(state.joint_guard_sample, traced=self._ms.size)
+        # a conditional draw's race likewise (where init was traced: the first batch as given)
+        self._discrete_first_batch = self._guarded_first_batch(state.guard_sample, traced=None)
         self._warn_concentrated(state)
         return state
+
+    def _guarded_first_batch(self, guard, traced):
+        """A race's first batch from the guard's minimum sample measured at init (``guard``, per chain):
+        ``max(first_batch, ceil(guard))`` capped at ``N``; ``first_batch`` where nothing was measured;
+        ``traced`` where init was traced."""
+        if isinstance(guard, jax.core.Tracer):
+            return traced
+        g = np.asarray(guard, np.float64)
+        g = float(np.max(g[np.isfinite(g)])) if np.any(np.isfinite(g)) else 0.0
+        return int(min(max(self.race_options["first_batch"], int(np.ceil(g))), self._ms.size))
 
     def _step_race_options(self) -> dict:
         """The race options of one draw in a step: ``delta`` halved where the chains make joint moves
@@ -361,7 +370,7 @@ class RacingGibbs(InitOnceKernel):
             inner_state = self.inner_kernel.init(key_inner, num_warmup, init_params or None, model_args,
                                                  self._inner_kwargs(model_kwargs, discrete))
         z = {**discrete, **({} if inner_state is None else inner_state.z)}
-        exact_mode, ratio = self._concentration(inner_state, discrete, model_args, model_kwargs)
+        exact_mode, ratio, discrete_guard = self._concentration(inner_state, discrete, model_args, model_kwargs)
         cache, cached = None, None
         if self._caches_proxy(inner_state):
             size = self._num_configurations()
@@ -375,7 +384,8 @@ class RacingGibbs(InitOnceKernel):
         scale = (spread if table is not None and isinstance(self.inner_kernel, RacingMH)
                  else self._inner_scale_ratio(inner_state, discrete, model_args, model_kwargs))
         return RacingGibbsState(z, inner_state, jnp.array(0, jnp.int32), jnp.array(0, jnp.int32), key,
-                                cache, cached, exact_mode, ratio, scale, table, joint, coupling, guard)
+                                cache, cached, exact_mode, ratio, scale, table, joint, coupling, guard,
+                                discrete_guard)
 
     def _uniform_value(self, name, key):
         """A value of discrete site ``name`` drawn uniformly from its support, in the prototype's dtype."""
@@ -550,16 +560,20 @@ class RacingGibbs(InitOnceKernel):
         return jnp.asarray(worst, jnp.float32)
 
     def _concentration(self, inner_state, discrete, model_args, model_kwargs):
-        """``(exact_mode, ratio)``: whether this chain draws its discrete values exactly, and the largest
+        """``(exact_mode, ratio, guard)``: whether this chain draws its discrete values exactly, the largest
         ``se_all / se_typical`` (:func:`~subsample_mcmc.racing.race.first_batch_spread`) of the per-datum
         log-likelihood differences of each value of each discrete site against the most probable value
         at the start (inf where a value gives some, but not all, data points probability 0).  Exact
         where that ratio exceeds RacingMH's threshold (5) with a stage-1 sd above 0.01 nats: a first
         batch would miss the few data that decide the draw (a Bernoulli probability 0 at a rare 1, a
-        rare extreme row) and the race would err beyond ``delta`` without a sign.  One full-data pass
+        rare extreme row) and the race would err beyond ``delta`` without a sign.  ``guard``: the largest
+        heavy-tail guard minimum sample ``28 + 25 max(g1^2, k - 3)`` at those differences' population
+        skewness and kurtosis, the first batch of the conditional draws' races (the race's own guard
+        estimates the moments from what it has read, and a first batch that misses a one-sided tail
+        sees a light one).  One full-data pass
         per value, once per chain; not with ``method='exact'`` or a control variate (whose exactly-read
         points are the remedy), nor when the arguments are traced."""
-        off = (jnp.asarray(False), jnp.asarray(jnp.nan, jnp.float32))
+        off = (jnp.asarray(False), jnp.asarray(jnp.nan, jnp.float32), jnp.asarray(jnp.nan, jnp.float32))
         if self.race_options["method"] == "exact" or self.control_variate is not None:
             return off
         ms, m = self._ms, self.race_options["first_batch"]
@@ -568,6 +582,7 @@ class RacingGibbs(InitOnceKernel):
             every = jnp.arange(ms.size)
             # in JAX operations only, so that it also runs where init is traced (chain_method="parallel")
             worst, exact = jnp.zeros((), jnp.float32), jnp.zeros((), bool)
+            guard_max = jnp.zeros((), jnp.float32)
             for name in ms.discrete_sites:
                 support = self._supports[name]
 
@@ -583,18 +598,21 @@ class RacingGibbs(InitOnceKernel):
                 def spread(v, lead_terms=lead_terms, per_datum=per_datum):
                     d = per_datum(v) - lead_terms
                     finite = jnp.isfinite(d)
-                    se_all, se_typ, _ = first_batch_spread(jnp.where(finite, d, 0.0), m)
+                    se_all, se_typ, guard = first_batch_spread(jnp.where(finite, d, 0.0), m)
                     some = jnp.any(~finite) & jnp.any(finite)  # partly impossible: a race may miss it
                     return jnp.where(some, jnp.inf, se_all / jnp.maximum(se_typ, jnp.finfo(d.dtype).tiny)), \
-                        jnp.where(some, jnp.inf, se_all)
+                        jnp.where(some, jnp.inf, se_all), guard
 
-                ratios, ses = (jnp.nan_to_num(a, nan=0.0, posinf=jnp.inf) for a in jax.lax.map(spread, support))
+                ratios, ses, guards = jax.lax.map(spread, support)
+                ratios, ses = (jnp.nan_to_num(a, nan=0.0, posinf=jnp.inf) for a in (ratios, ses))
+                guard_max = jnp.maximum(guard_max, jnp.max(jnp.where(jnp.isfinite(guards), guards, 0.0)
+                                                           ).astype(jnp.float32))
                 any_possible = jnp.any(possible)
                 worst = jnp.where(any_possible, jnp.maximum(worst, jnp.max(ratios).astype(jnp.float32)), worst)
                 exact = exact | (any_possible & jnp.any((ratios > _SPREAD_RATIO_MAX) & (ses > _SPREAD_MIN_NATS)))
         except jax.errors.ConcretizationTypeError:  # traced arguments: nothing to measure
             return off
-        return exact, worst
+        return exact, worst, guard_max
 
     def _num_configurations(self) -> int:
         size = 1
@@ -711,6 +729,8 @@ class RacingGibbs(InitOnceKernel):
                     lambda v: jnp.sum(ms.log_likelihood(values_at(v), every, model_args, model_kwargs)), support)
 
             options = self._step_race_options()
+            if getattr(self, "_discrete_first_batch", None):
+                options["first_batch"] = self._discrete_first_batch
             if self.control_variate is not None:
                 arm_values = jax.vmap(values_at)(support)
                 options["control_variate"] = self.control_variate.for_arms(arm_values)
@@ -769,7 +789,7 @@ class RacingGibbs(InitOnceKernel):
         return RacingGibbsState(z, inner_state, jnp.asarray(evals, jnp.int32), jnp.asarray(stages, jnp.int32), key,
                                 cache, cached, state.exact_mode, state.spread_ratio, state.inner_scale_ratio,
                                 state.joint_laplace, state.joint_moves, state.coupling_sds,
-                                state.joint_guard_sample)
+                                state.joint_guard_sample, state.guard_sample)
 
     def postprocess_fn(self, model_args, model_kwargs):
         """The discrete values, the inner kernel's postprocessed values and the
