@@ -346,8 +346,12 @@ class RacingGibbs(InitOnceKernel):
         exact = np.atleast_1d(np.asarray(state.exact_mode))
         if np.any(exact):
             ratio = float(np.max(np.atleast_1d(np.asarray(state.spread_ratio))[exact]))
+            guard = float(np.nanmax(np.atleast_1d(np.asarray(state.guard_sample, np.float64))[exact]))
             seen = "some values give some data points probability 0" if ratio == np.inf else (
-                f"a first batch of {self.race_options['first_batch']} typically sees 1/{ratio:.0f} of their sd")
+                f"a first batch of {self.race_options['first_batch']} typically sees 1/{ratio:.0f} of their sd"
+                if ratio > _SPREAD_RATIO_MAX else
+                f"their skewness and kurtosis ask a race to read {guard:,.0f} points before it decides, at "
+                f"least all N = {self._ms.size:,}")
             warnings.warn(
                 f"RacingGibbs: {int(exact.sum())} of {exact.size} chains draw the discrete sites exactly (all N data "
                 "for every value at every step): a few data carry most of the differences between the values' "
@@ -570,7 +574,8 @@ class RacingGibbs(InitOnceKernel):
         heavy-tail guard minimum sample ``28 + 25 max(g1^2, k - 3)`` at those differences' population
         skewness and kurtosis, the first batch of the conditional draws' races (the race's own guard
         estimates the moments from what it has read, and a first batch that misses a one-sided tail
-        sees a light one).  One full-data pass
+        sees a light one); where it reaches ``N`` the chain draws exactly too (the same draws without
+        a race's overhead).  One full-data pass
         per value, once per chain; not with ``method='exact'`` or a control variate (whose exactly-read
         points are the remedy), nor when the arguments are traced."""
         off = (jnp.asarray(False), jnp.asarray(jnp.nan, jnp.float32), jnp.asarray(jnp.nan, jnp.float32))
@@ -605,11 +610,14 @@ class RacingGibbs(InitOnceKernel):
 
                 ratios, ses, guards = jax.lax.map(spread, support)
                 ratios, ses = (jnp.nan_to_num(a, nan=0.0, posinf=jnp.inf) for a in (ratios, ses))
-                guard_max = jnp.maximum(guard_max, jnp.max(jnp.where(jnp.isfinite(guards), guards, 0.0)
-                                                           ).astype(jnp.float32))
+                # (values whose differences a first batch sees at under 0.01 nats decide nothing)
+                guard_max = jnp.maximum(guard_max, jnp.max(jnp.where(jnp.isfinite(guards) & (ses > _SPREAD_MIN_NATS),
+                                                                     guards, 0.0)).astype(jnp.float32))
                 any_possible = jnp.any(possible)
                 worst = jnp.where(any_possible, jnp.maximum(worst, jnp.max(ratios).astype(jnp.float32)), worst)
                 exact = exact | (any_possible & jnp.any((ratios > _SPREAD_RATIO_MAX) & (ses > _SPREAD_MIN_NATS)))
+            # a race that must read every datum first is the exact draw with a race's overhead
+            exact = exact | (guard_max >= ms.size)
         except jax.errors.ConcretizationTypeError:  # traced arguments: nothing to measure
             return off
         return exact, worst, guard_max

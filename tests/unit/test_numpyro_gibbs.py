@@ -496,3 +496,25 @@ def test_a_conditional_draw_reads_the_tail_that_a_first_batch_misses():
     p = float(np.mean(np.asarray(mcmc.get_samples()["k"])))
     se = 0.5 / np.sqrt(draws)  # the conditional of k is the same at every step: independent draws
     assert abs(p - 0.5) < 4 * se, (p, se)
+
+
+def test_a_conditional_draw_that_must_read_everything_is_drawn_exactly_and_says_so():
+    """The same choice on t_4 data: the guard's minimum sample exceeds N, so the race would read all
+    the data before deciding; the chain draws exactly instead (the same draws without a race's
+    overhead) and the warning says why."""
+    rng = np.random.default_rng(0)
+    n, nu = 20_000, 4.0
+    y = rng.standard_t(nu, size=n)
+    sd = float(np.sqrt(nu / (nu - 2)))
+    gap = float(stats.t.logpdf(y, 3.0).sum() - stats.norm.logpdf(y, 0.0, sd).sum())
+
+    def model(y=None):
+        k = numpyro.sample("k", dist.Categorical(logits=jnp.array([0.0, -gap])))
+        numpyro.sample("z", dist.Normal(0.0, 1.0))
+        with numpyro.plate("data", y.shape[0]):
+            numpyro.factor("ll", jnp.where(k == 0, dist.Normal(0.0, sd).log_prob(y), dist.StudentT(3.0).log_prob(y)))
+
+    kernel = RacingGibbs(model, inner_kernel=NUTS(model))
+    with pytest.warns(UserWarning, match="ask a race to read"):
+        state = kernel.init(jax.random.PRNGKey(7), 10, None, (), {"y": y})
+    assert bool(state.exact_mode) and float(state.guard_sample) >= n

@@ -279,10 +279,11 @@ def test_data_space_control_variate_in_racing_mh():
     assert abs(float(idata.posterior["mu"].std()) / sd - 1) < 0.15
     # a Gaussian likelihood is quadratic in the data: the residual rewards are constant up to
     # float32 rounding, so races stop after the first 50 points (the heavy-tail guard may hold a
-    # rare race one stage when the rounding noise looks skewed: 100.05 on average here)
+    # rare race one stage when the rounding noise looks skewed, and the tail-index width, whose Hill
+    # fit at T = 50 uses k = 6 order statistics of that noise, a few more: 101.75 on average here)
     evals = np.asarray(idata.sample_stats["num_likelihood_evals"])
     assert np.median(evals) == 2 * 50
-    assert evals.mean() <= 2 * 50 * 1.01
+    assert evals.mean() <= 2 * 50 * 1.03
 
 
 
