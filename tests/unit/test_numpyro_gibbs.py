@@ -468,16 +468,10 @@ def test_a_joint_move_reads_the_few_data_that_separate_the_configurations():
     assert not np.isin(race, [0, 3]).any(), np.bincount(race, minlength=4)
 
 
-def test_a_conditional_draw_reads_the_tail_that_a_first_batch_misses():
-    """Choosing Normal against Student-t(3) noise on t_6 data (N = 20,000, NumPy float64), with prior
-    log-odds that cancel the likelihood gap so that p(k = 1 | y) = 1/2 at every step: the per-datum
-    differences (about y^2 / 6) have a one-sided heavy tail that carries their mean, and a first batch of 50
-    that misses it sees the Normal ahead. Such races put p(k = 1) at 0.42 (7 standard errors low) with
-    no warning, until init measured the differences' population skewness and kurtosis and made the
-    conditional draws' races read the guard's minimum sample (here 16,016 points) first."""
-    rng = np.random.default_rng(1)
-    n, nu = 20_000, 6.0
-    y = rng.standard_t(nu, size=n)
+def _noise_family_tie(nu, seed, n=20_000):
+    """``(model, y)``: Normal against Student-t(3) noise for t_nu data (NumPy float64), the prior
+    log-odds cancelling the likelihood gap, so that p(k = 1 | y) = 1/2 at every step."""
+    y = np.random.default_rng(seed).standard_t(nu, size=n)
     sd = float(np.sqrt(nu / (nu - 2)))
     gap = float(stats.t.logpdf(y, 3.0).sum() - stats.norm.logpdf(y, 0.0, sd).sum())
 
@@ -486,6 +480,19 @@ def test_a_conditional_draw_reads_the_tail_that_a_first_batch_misses():
         numpyro.sample("z", dist.Normal(0.0, 1.0))  # a continuous site for the inner kernel
         with numpyro.plate("data", y.shape[0]):
             numpyro.factor("ll", jnp.where(k == 0, dist.Normal(0.0, sd).log_prob(y), dist.StudentT(3.0).log_prob(y)))
+
+    return model, y
+
+
+def test_a_conditional_draw_reads_the_tail_that_a_first_batch_misses():
+    """Choosing Normal against Student-t(3) noise on t_6 data (N = 20,000, NumPy float64), with prior
+    log-odds that cancel the likelihood gap so that p(k = 1 | y) = 1/2 at every step: the per-datum
+    differences (about y^2 / 6) have a one-sided heavy tail that carries their mean, and a first batch of 50
+    that misses it sees the Normal ahead. Such races put p(k = 1) at 0.42 (7 standard errors low) with
+    no warning, until init measured the differences' population skewness and kurtosis and made the
+    conditional draws' races read the guard's minimum sample (here 16,016 points) first."""
+    n = 20_000
+    model, y = _noise_family_tie(6.0, seed=1, n=n)
 
     kernel = RacingGibbs(model, inner_kernel=NUTS(model))
     draws = 1500
@@ -502,17 +509,8 @@ def test_a_conditional_draw_that_must_read_everything_is_drawn_exactly_and_says_
     """The same choice on t_4 data: the guard's minimum sample exceeds N, so the race would read all
     the data before deciding; the chain draws exactly instead (the same draws without a race's
     overhead) and the warning says why."""
-    rng = np.random.default_rng(0)
-    n, nu = 20_000, 4.0
-    y = rng.standard_t(nu, size=n)
-    sd = float(np.sqrt(nu / (nu - 2)))
-    gap = float(stats.t.logpdf(y, 3.0).sum() - stats.norm.logpdf(y, 0.0, sd).sum())
-
-    def model(y=None):
-        k = numpyro.sample("k", dist.Categorical(logits=jnp.array([0.0, -gap])))
-        numpyro.sample("z", dist.Normal(0.0, 1.0))
-        with numpyro.plate("data", y.shape[0]):
-            numpyro.factor("ll", jnp.where(k == 0, dist.Normal(0.0, sd).log_prob(y), dist.StudentT(3.0).log_prob(y)))
+    n = 20_000
+    model, y = _noise_family_tie(4.0, seed=0, n=n)
 
     kernel = RacingGibbs(model, inner_kernel=NUTS(model))
     with pytest.warns(UserWarning, match="ask a race to read"):
