@@ -165,7 +165,8 @@ def main(argv=None) -> int:
     arch.add_argument("--no-progress", action="store_true", help="hide progress bars")
     arch.add_argument("--log-likelihood", action="store_true",
                       help="write the pointwise log-likelihood (every order, term and draw) into the InferenceData "
-                           "(for az.loo / az.waic; GBs for the default job)")
+                           "(GBs for the default job); an order's values include the draws where the chain is in "
+                           "another order: select model == k before az.loo")
     arch.add_argument("--refit", action="store_true",
                       help="refit the pseudopriors rather than load them from the cache of an earlier run on the "
                            "same data and orders")

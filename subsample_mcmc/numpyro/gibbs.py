@@ -347,18 +347,25 @@ class RacingGibbs(InitOnceKernel):
         if np.any(exact):
             ratio = float(np.max(np.atleast_1d(np.asarray(state.spread_ratio))[exact]))
             guard = float(np.nanmax(np.atleast_1d(np.asarray(state.guard_sample, np.float64))[exact]))
-            seen = "some values give some data points probability 0" if ratio == np.inf else (
-                f"a first batch of {self.race_options['first_batch']} typically sees 1/{ratio:.0f} of their sd"
-                if ratio > _SPREAD_RATIO_MAX else
-                f"their skewness and kurtosis ask a race to read {guard:,.0f} points before it decides, at "
-                f"least all N = {self._ms.size:,}")
+            n = self._ms.size
+            if ratio == np.inf or ratio > _SPREAD_RATIO_MAX:
+                seen = ("some values give some data points probability 0" if ratio == np.inf else
+                        f"a first batch of {self.race_options['first_batch']} typically sees 1/{ratio:.0f} of "
+                        "their sd")
+                why = (f"a few data carry most of the differences between the values' log-likelihoods ({seen}: rare "
+                       "events, a probability of 0 or a few extreme rows), so a race would miss them and err beyond "
+                       "delta without any sign in the draws. For a race, make the differences less concentrated (keep "
+                       "probabilities away from 0) or pass a DataSpaceControlVariate whose exactly-read points cover "
+                       "those data.")
+            else:
+                why = (f"the per-datum differences between the values' log-likelihoods, measured at the chain's start, "
+                       f"are so skewed or heavy-tailed that a race would first read 28 + 25 max(skewness^2, "
+                       f"kurtosis - 3) = {guard:,.0f} points, more than all N = {n:,}: the exact draw gives the same "
+                       "values without a race's overhead. (At another start, nearer the posterior, the measure may "
+                       "differ; with more data a race may pay.)")
             warnings.warn(
                 f"RacingGibbs: {int(exact.sum())} of {exact.size} chains draw the discrete sites exactly (all N data "
-                "for every value at every step): a few data carry most of the differences between the values' "
-                f"log-likelihoods ({seen}: rare events, a probability of 0 or a few extreme rows), so a race "
-                "would miss them and err beyond delta without any sign in the draws. For a race, make the "
-                "differences less concentrated (keep probabilities away from 0) or pass a DataSpaceControlVariate "
-                "whose exactly-read points cover those data.", UserWarning, stacklevel=4)
+                f"for every value at every step): {why}", UserWarning, stacklevel=4)
 
     def _init_one(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
         ms = self._ms

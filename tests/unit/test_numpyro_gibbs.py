@@ -513,6 +513,6 @@ def test_a_conditional_draw_that_must_read_everything_is_drawn_exactly_and_says_
     model, y = _noise_family_tie(4.0, seed=0, n=n)
 
     kernel = RacingGibbs(model, inner_kernel=NUTS(model))
-    with pytest.warns(UserWarning, match="ask a race to read"):
+    with pytest.warns(UserWarning, match="a race would first read"):
         state = kernel.init(jax.random.PRNGKey(7), 10, None, (), {"y": y})
     assert bool(state.exact_mode) and float(state.guard_sample) >= n
